@@ -1,0 +1,84 @@
+"""Transformers backend: any ``*ForCausalLM`` whose ``.model`` returns final-norm hidden states.
+
+Runs on CPU or GPU (the model's device). Trees use a 4-D boolean attention mask and explicit
+position ids; chains use the model's own causal mask, exactly as ``generate`` does.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from .protocol import ForwardOutput
+
+
+class TransformersLM:
+    """A causal LM wrapped for the speculative loop (see :class:`.protocol.LanguageModel`)."""
+
+    def __init__(self, model: PreTrainedModel, eos_token_ids: Sequence[int] | None = None, name: str = ""):
+        if not hasattr(model, "model") or not hasattr(model, "lm_head"):
+            raise TypeError(f"{type(model).__name__} has no .model/.lm_head: pass a *ForCausalLM model")
+        self.model = model.eval()
+        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self.vocab_size = int(model.config.vocab_size)
+        self.hidden_size = int(model.config.hidden_size)
+        if eos_token_ids is None:
+            eos = model.generation_config.eos_token_id if model.generation_config else model.config.eos_token_id
+            eos_token_ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
+        self.eos_token_ids = tuple(int(e) for e in eos_token_ids)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def session(self) -> "TransformersSession":
+        return TransformersSession(self)
+
+
+class TransformersSession:
+    """KV cache of one sequence on a :class:`TransformersLM`."""
+
+    def __init__(self, lm: TransformersLM):
+        self.lm = lm
+        self.cache = DynamicCache(config=lm.model.config)
+        self.cached_len = 0
+
+    @torch.inference_mode()
+    def forward(
+        self,
+        tokens: Sequence[int],  # [T]
+        positions: Sequence[int] | None = None,  # [T]
+        mask: torch.Tensor | None = None,  # [T, cached_len + T] bool, True = attend
+    ) -> ForwardOutput:
+        T = len(tokens)
+        if T == 0:
+            raise ValueError("forward needs at least one new token")
+        device = self.lm.device
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)  # [1, T]
+        kwargs = {}
+        if positions is not None:
+            kwargs["position_ids"] = torch.tensor([list(positions)], dtype=torch.long, device=device)  # [1, T]
+        if mask is not None:
+            if tuple(mask.shape) != (T, self.cached_len + T):
+                raise ValueError(f"mask must be [T, cached_len + T] = [{T}, {self.cached_len + T}], got {tuple(mask.shape)}")
+            kwargs["attention_mask"] = mask.to(device=device, dtype=torch.bool)[None, None]  # [1, 1, T, L+T]
+        out = self.lm.model.model(input_ids=ids, cache=self.cache, use_cache=True, **kwargs)
+        hidden = out.last_hidden_state[0]  # [T, H], after the final norm
+        logits = self.lm.model.lm_head(hidden)  # [T, V]
+        self.cached_len += T
+        return ForwardOutput(logits=logits.float(), hidden=hidden.float())
+
+    def retain(self, keep: int, slots: Sequence[int] = ()) -> None:
+        slots = list(slots)
+        if not 0 <= keep <= self.cached_len or any(s < keep or s >= self.cached_len for s in slots):
+            raise ValueError(f"retain({keep}, {slots}) is outside the cache of {self.cached_len} entries")
+        new_len = keep + len(slots)
+        contiguous = slots == list(range(keep, new_len))
+        index = None if contiguous else torch.tensor(list(range(keep)) + slots, dtype=torch.long, device=self.lm.device)
+        for layer in self.cache.layers:  # [1, heads, cached_len, head_dim] each
+            if contiguous:
+                layer.keys, layer.values = layer.keys[..., :new_len, :], layer.values[..., :new_len, :]
+            else:
+                layer.keys, layer.values = layer.keys.index_select(-2, index), layer.values.index_select(-2, index)
+        self.cached_len = keep + len(slots)

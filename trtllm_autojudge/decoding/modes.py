@@ -1,0 +1,115 @@
+"""Acceptance modes for the speculative loop: each builds the ``relaxed`` mask of one cycle.
+
+``lossless`` is no rule at all (``make_rule("lossless") is None``): only exact matches are
+accepted, so the output equals greedy decoding of the target token for token.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+import numpy as np
+import torch
+
+from ..judge.head import JudgeHead
+from .rules import judge_relaxed, mtp_relaxed, topk_relaxed, typical_relaxed
+from .tree import DraftTree
+
+
+@dataclass
+class VerifyContext:
+    """What a rule may look at in one verification cycle (batch of one sequence)."""
+
+    prefix: list[int]  # prompt + output so far; the root token is prefix[-1]
+    tree: DraftTree
+    draft_tokens: np.ndarray  # [1, N] int64: token of node n at column n-1
+    parents: np.ndarray  # [1, N+1] int32: parent node of each node, -1 for the root
+    target_logits: torch.Tensor  # [N+1, V]: target's prediction for the child of each node
+    target_hidden: torch.Tensor  # [N+1, Ht]: target's final-norm hidden state, node token as input
+    draft_hidden: torch.Tensor | None  # [N+1, Hd]: same for the draft (only if the rule needs it)
+
+    def logits_np(self) -> np.ndarray:  # [1, N+1, V] float32
+        return self.target_logits.float().cpu().numpy()[None]
+
+
+class RelaxedRule(Protocol):
+    needs_draft_hidden: bool
+
+    def __call__(self, ctx: VerifyContext) -> np.ndarray:  # [1, N+1] bool
+        ...
+
+
+class JudgeRule:
+    """AutoJudge: accept a mismatch when the judge's logit is below logit(threshold)."""
+
+    def __init__(self, head: JudgeHead, threshold: float | None = None):
+        if not head.usable_while_decoding:
+            raise ValueError(f"judge setup {head.setup} needs target-token blocks (TD/TT), which do not exist "
+                             f"while decoding: train with setup DT or DD-DT")
+        self.head = head
+        self.threshold = head.threshold if threshold is None else float(threshold)
+        self.needs_draft_hidden = "DD" in head.blocks
+        self.w, self.c = head.folded()
+
+    def judge_logits(self, ctx: VerifyContext) -> np.ndarray:  # [1, N+1]
+        blocks = {"DT": ctx.target_hidden, "DD": ctx.draft_hidden}
+        x = torch.cat([blocks[b].float() for b in self.head.blocks], dim=-1)  # [N+1, F]
+        return (x.cpu().double().numpy() @ self.w.astype(np.float64) + self.c)[None]
+
+    def __call__(self, ctx: VerifyContext) -> np.ndarray:
+        return judge_relaxed(self.judge_logits(ctx), self.threshold)
+
+
+class TopKRule:
+    needs_draft_hidden = False
+
+    def __init__(self, k: int):
+        self.k = int(k)
+
+    def __call__(self, ctx: VerifyContext) -> np.ndarray:
+        return topk_relaxed(ctx.logits_np(), ctx.draft_tokens, ctx.parents, self.k)
+
+
+class TypicalRule:
+    needs_draft_hidden = False
+
+    def __init__(self, posterior_threshold: float = 0.09, alpha: float = 0.3):
+        self.posterior_threshold, self.alpha = float(posterior_threshold), float(alpha)
+
+    def __call__(self, ctx: VerifyContext) -> np.ndarray:
+        return typical_relaxed(ctx.logits_np(), ctx.draft_tokens, ctx.parents, self.posterior_threshold, self.alpha)
+
+
+class MTPRelaxedRule:
+    needs_draft_hidden = False
+
+    def __init__(self, relaxed_topk: int = 4, relaxed_delta: float = 0.1):
+        self.relaxed_topk, self.relaxed_delta = int(relaxed_topk), float(relaxed_delta)
+
+    def __call__(self, ctx: VerifyContext) -> np.ndarray:
+        return mtp_relaxed(ctx.logits_np(), ctx.draft_tokens, ctx.parents, self.relaxed_topk, self.relaxed_delta)
+
+
+class OracleRule:
+    """Accept exactly the mismatches that mining labelled unimportant (an upper bound).
+
+    ``unimportant`` maps a prefix (all tokens before the swapped position) to the draft tokens
+    that mining found harmless right after it.
+    """
+
+    needs_draft_hidden = False
+
+    def __init__(self, unimportant: Mapping[tuple[int, ...], set[int]]):
+        self.unimportant = unimportant
+
+    def __call__(self, ctx: VerifyContext) -> np.ndarray:
+        N = ctx.tree.num_nodes
+        relaxed = np.zeros((1, N + 1), bool)
+        for n in range(1, N + 1):
+            chain, m = [], ctx.tree.parents[n]
+            while m > 0:
+                chain.append(int(ctx.draft_tokens[0, m - 1]))
+                m = ctx.tree.parents[m]
+            key = tuple(ctx.prefix) + tuple(reversed(chain))
+            relaxed[0, n] = int(ctx.draft_tokens[0, n - 1]) in self.unimportant.get(key, ())
+        return relaxed

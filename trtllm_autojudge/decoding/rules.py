@@ -1,0 +1,102 @@
+"""Relaxed rules: which MISMATCHING draft nodes may be accepted (the ``relaxed`` mask).
+
+Each rule returns ``relaxed[B, N+1]`` (bool) for :func:`.acceptance.accept_tree`; node 0 (the
+root) is always False. Exact matches are accepted by ``accept_tree`` itself, so a rule only
+decides the mismatches:
+
+- ``judge``: the AutoJudge rule: ``judge_logit < logit(threshold)``; a NaN or infinite judge
+  logit never accepts. ``threshold`` is the largest "important" probability still accepted.
+- ``topk``: the draft token is among the target's top-K at the parent (ties count as inside).
+- ``typical``: Medusa/EAGLE typical acceptance: ``p(token) > min(posterior_threshold,
+  alpha * exp(-entropy))`` under the target at the parent.
+- ``mtp_relaxed``: TensorRT-LLM MTP relaxed acceptance: the token is among the top
+  ``relaxed_topk`` and ``p(token) >= p(top-1) - relaxed_delta``.
+The lossless mode uses no rule (``relaxed=None``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def check_threshold(threshold: np.ndarray, batch: int) -> np.ndarray:
+    threshold = np.broadcast_to(np.asarray(threshold, np.float64), (batch,))
+    if not np.all((threshold >= 0.0) & (threshold <= 1.0)):
+        raise ValueError(f"threshold must lie in [0, 1] (a probability of 'important'), got {threshold}")
+    return threshold
+
+
+def threshold_logit(threshold: np.ndarray) -> np.ndarray:
+    """logit(threshold) with logit(0) = -inf and logit(1) = +inf."""
+    t = np.asarray(threshold, np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(t) - np.log1p(-t)
+
+
+def judge_relaxed(
+    judge_logit: np.ndarray,  # [B, N+1] float: w . x(b, n) + c at each node
+    threshold: np.ndarray | float,  # [B] or scalar, in [0, 1]
+) -> np.ndarray:  # [B, N+1] bool
+    judge_logit = np.asarray(judge_logit, np.float64)
+    if judge_logit.ndim != 2:
+        raise ValueError(f"judge_logit must be [B, N+1], got shape {judge_logit.shape}")
+    cut = threshold_logit(check_threshold(threshold, judge_logit.shape[0]))[:, None]
+    relaxed = np.isfinite(judge_logit) & (judge_logit < cut)
+    relaxed[:, 0] = False
+    return relaxed
+
+
+def check_tokens(draft_tokens: np.ndarray, vocab_size: int) -> None:
+    draft_tokens = np.asarray(draft_tokens)
+    if draft_tokens.size and (draft_tokens.min() < 0 or draft_tokens.max() >= vocab_size):
+        bad = draft_tokens[(draft_tokens < 0) | (draft_tokens >= vocab_size)][0]
+        raise ValueError(f"draft_tokens holds token id {bad}, outside the vocabulary [0, {vocab_size})")
+
+
+def _parent_probs(
+    target_logits: np.ndarray,  # [B, N+1, V]
+    draft_tokens: np.ndarray,  # [B, N]
+    parents: np.ndarray,  # [B, N+1], -1 for the root / unused nodes
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Target distribution at each node's parent, and the draft token's probability in it."""
+    B, N1, V = target_logits.shape
+    if draft_tokens.shape != (B, N1 - 1) or parents.shape != (B, N1):
+        raise ValueError(
+            f"expected draft_tokens [B, N] = [{B}, {N1 - 1}] and parents [B, N+1] = [{B}, {N1}], "
+            f"got {draft_tokens.shape} and {parents.shape}"
+        )
+    check_tokens(draft_tokens, V)
+    rows = np.take_along_axis(target_logits, np.maximum(parents, 0)[:, 1:, None], axis=1)  # [B, N, V]
+    rows = rows.astype(np.float64)
+    probs = np.exp(rows - rows.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    p_tok = np.take_along_axis(probs, draft_tokens[:, :, None], axis=-1)[..., 0]  # [B, N]
+    valid = parents[:, 1:] >= 0
+    return probs, p_tok, valid
+
+
+def _with_root(mask: np.ndarray) -> np.ndarray:  # [B, N] -> [B, N+1], root False
+    return np.concatenate([np.zeros((mask.shape[0], 1), bool), mask], axis=1)
+
+
+def topk_relaxed(target_logits, draft_tokens, parents, k: int) -> np.ndarray:
+    """Draft token within the target's top-k at the parent. Shapes as in :func:`_parent_probs`."""
+    if k < 1:
+        raise ValueError(f"top-K needs k >= 1, got {k}")
+    probs, p_tok, valid = _parent_probs(np.asarray(target_logits), np.asarray(draft_tokens), np.asarray(parents))
+    rank = (probs > p_tok[..., None]).sum(-1)  # tokens strictly more likely than the draft's
+    return _with_root(valid & (rank < k))
+
+
+def typical_relaxed(target_logits, draft_tokens, parents, posterior_threshold: float = 0.09, alpha: float = 0.3):
+    """Medusa/EAGLE typical acceptance (defaults: Medusa's posterior_threshold and alpha)."""
+    probs, p_tok, valid = _parent_probs(np.asarray(target_logits), np.asarray(draft_tokens), np.asarray(parents))
+    entropy = -(probs * np.log(np.clip(probs, 1e-30, None))).sum(-1)
+    cut = np.minimum(posterior_threshold, alpha * np.exp(-entropy))
+    return _with_root(valid & (p_tok > cut))
+
+
+def mtp_relaxed(target_logits, draft_tokens, parents, relaxed_topk: int = 4, relaxed_delta: float = 0.1):
+    """TensorRT-LLM MTP relaxed acceptance: in the top relaxed_topk and within delta of top-1."""
+    probs, p_tok, valid = _parent_probs(np.asarray(target_logits), np.asarray(draft_tokens), np.asarray(parents))
+    rank = (probs > p_tok[..., None]).sum(-1)
+    return _with_root(valid & (rank < relaxed_topk) & (p_tok >= probs.max(-1) - relaxed_delta))

@@ -1,0 +1,142 @@
+"""The judge head: StandardScaler + logistic regression, stored as one safetensors file.
+
+File format (DESIGN.md section 4), format version 1:
+  tensors   coef[F], mean[F], scale[F], intercept[1]  (float32)
+  metadata  "autojudge": JSON with format_version, setup ("DT", "DD-DT", ...), draft_hidden,
+            target_hidden, threshold, task, draft_model, target_model, metrics
+
+The score of a feature vector x is ``logit = w . x + c`` with the scaler folded in:
+``w = coef / scale`` and ``c = intercept - sum(coef * mean / scale)``. A node is IMPORTANT
+(rejected) when ``sigmoid(logit) >= threshold``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+from safetensors import safe_open
+
+FORMAT_VERSION = 1
+# Feature blocks (PAPER.md section 2): <hidden of model> on <sequence carrying the token of>.
+#   DD: draft's hidden on the draft-token sequence    DT: target's hidden on the draft-token sequence
+#   TD: draft's hidden on the target-token sequence   TT: target's hidden on the target-token sequence
+FEATURE_BLOCKS = ("DD", "DT", "TD", "TT")
+INFERENCE_BLOCKS = ("DD", "DT")  # the blocks available while decoding (the target token is unknown)
+
+
+def parse_setup(setup: str) -> list[str]:
+    blocks = setup.split("-")
+    if not blocks or any(b not in FEATURE_BLOCKS for b in blocks) or len(set(blocks)) != len(blocks):
+        raise ValueError(f"feature setup {setup!r} is not a '-'-joined list of distinct blocks from {FEATURE_BLOCKS}")
+    return blocks
+
+
+def feature_dim(setup: str, draft_hidden: int, target_hidden: int) -> int:
+    return sum(draft_hidden if b[1] == "D" else target_hidden for b in parse_setup(setup))
+
+
+@dataclass
+class JudgeHead:
+    coef: np.ndarray  # [F] float32
+    mean: np.ndarray  # [F] float32
+    scale: np.ndarray  # [F] float32, > 0
+    intercept: float
+    setup: str
+    draft_hidden: int
+    target_hidden: int
+    threshold: float = 0.5
+    meta: dict = field(default_factory=dict)  # task, draft_model, target_model, metrics
+
+    def __post_init__(self):
+        self.coef, self.mean, self.scale = (np.asarray(a, np.float32).reshape(-1) for a in (self.coef, self.mean, self.scale))
+        F = feature_dim(self.setup, self.draft_hidden, self.target_hidden)
+        for name in ("coef", "mean", "scale"):
+            a = getattr(self, name)
+            if a.shape != (F,):
+                raise ValueError(
+                    f"judge {name} has {a.shape[0]} features, but setup {self.setup} with draft hidden "
+                    f"{self.draft_hidden} and target hidden {self.target_hidden} needs {F}"
+                )
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"judge {name} holds NaN or inf values")
+        if not np.all(self.scale > 0):
+            raise ValueError("judge scale must be > 0 everywhere (StandardScaler scale_)")
+        if not math.isfinite(self.intercept):
+            raise ValueError(f"judge intercept must be finite, got {self.intercept}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"judge threshold must lie in [0, 1], got {self.threshold}")
+
+    @property
+    def blocks(self) -> list[str]:
+        return parse_setup(self.setup)
+
+    @property
+    def usable_while_decoding(self) -> bool:
+        return all(b in INFERENCE_BLOCKS for b in self.blocks)
+
+    def folded(self) -> tuple[np.ndarray, float]:
+        """(w [F] float32, c): the scaler folded into one dot product."""
+        w = (self.coef.astype(np.float64) / self.scale).astype(np.float32)
+        c = float(self.intercept - np.sum(self.coef.astype(np.float64) * self.mean / self.scale))
+        return w, c
+
+    def logits(self, features: np.ndarray) -> np.ndarray:  # [M, F] -> [M]
+        w, c = self.folded()
+        features = np.asarray(features, np.float32)
+        if features.ndim != 2 or features.shape[1] != w.shape[0]:
+            raise ValueError(f"features must be [M, {w.shape[0]}] for setup {self.setup}, got {features.shape}")
+        return features.astype(np.float64) @ w.astype(np.float64) + c
+
+    def check_models(self, draft_hidden: int | None = None, target_hidden: int | None = None,
+                     draft_model: str | None = None, target_model: str | None = None) -> None:
+        """Refuse a judge trained on other models; the message names what differs."""
+        problems = []
+        if draft_hidden is not None and draft_hidden != self.draft_hidden:
+            problems.append(f"draft hidden size {draft_hidden} != judge's {self.draft_hidden}")
+        if target_hidden is not None and target_hidden != self.target_hidden:
+            problems.append(f"target hidden size {target_hidden} != judge's {self.target_hidden}")
+        for role, given in (("draft_model", draft_model), ("target_model", target_model)):
+            trained = self.meta.get(role)
+            if given is not None and trained and given != trained:
+                problems.append(f"{role} {given!r} != the {trained!r} the judge was trained on")
+        if problems:
+            raise ValueError("judge does not match the models in use: " + "; ".join(problems)
+                             + ". Train a judge for these models (trtllm-autojudge mine/train).")
+
+    def save(self, path: str | Path) -> None:
+        meta = dict(self.meta, format_version=FORMAT_VERSION, setup=self.setup, draft_hidden=self.draft_hidden,
+                    target_hidden=self.target_hidden, threshold=self.threshold)
+        tensors = {"coef": self.coef, "mean": self.mean, "scale": self.scale,
+                   "intercept": np.array([self.intercept], np.float32)}
+        save_file(tensors, str(path), metadata={"autojudge": json.dumps(meta, sort_keys=True)})
+
+    @classmethod
+    def load(cls, path: str | Path, **expected) -> "JudgeHead":
+        """Load and validate; ``expected`` goes to :meth:`check_models`."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"judge file {path} does not exist")
+        try:
+            with safe_open(str(path), "numpy") as f:
+                raw = (f.metadata() or {}).get("autojudge")
+            tensors = load_file(str(path))
+        except Exception as e:  # safetensors raises several types for a damaged file
+            raise ValueError(f"{path} is not a readable safetensors judge file: {e}") from e
+        if raw is None:
+            raise ValueError(f"{path} has no 'autojudge' metadata: it is not a judge file")
+        meta = json.loads(raw)
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path} has judge format {meta.get('format_version')}, this version reads {FORMAT_VERSION}")
+        missing = {"coef", "mean", "scale", "intercept"} - set(tensors)
+        if missing:
+            raise ValueError(f"{path} lacks tensors {sorted(missing)}")
+        core = {k: meta.pop(k) for k in ("setup", "draft_hidden", "target_hidden", "threshold")}
+        meta.pop("format_version")
+        head = cls(tensors["coef"], tensors["mean"], tensors["scale"], float(tensors["intercept"].reshape(-1)[0]),
+                   meta=meta, **core)
+        head.check_models(**expected)
+        return head
