@@ -190,7 +190,7 @@ def speculative_generate(
         target_argmax = logits.argmax(-1).cpu().numpy()[None]  # [1, N+1]
         relaxed = None
         if rule is not None:
-            relaxed = rule(VerifyContext(tokens, tree, node_tokens[None], parents, logits, hidden, draft_hidden))
+            relaxed = rule(VerifyContext(list(tokens), tree, node_tokens[None], parents, logits, hidden, draft_hidden))
         acc = accept_tree(node_tokens[None], target_argmax, paths, relaxed)
         new = acc.tokens(0)
         nodes = [int(n) for n in paths[0, acc.best_path[0], 1 : acc.accepted_len[0] + 1]]
