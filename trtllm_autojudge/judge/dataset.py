@@ -1,0 +1,197 @@
+"""The feature-set file: one row per labelled mismatch, the input of judge training.
+
+File format (format version 1), one safetensors file:
+  tensors   features[M, F] float16   the feature vector of each mismatch (blocks of ``setup``)
+            labels[M] int8           1 = important (the swap changed the answer), 0 = unimportant
+            prompt_index[M] int32    the prompt the row was mined from: the train/validation split unit
+            position[M] int32        token position of the mismatch in that prompt's sequence
+  metadata  "autojudge_features": JSON with format_version, setup, draft_hidden, target_hidden,
+            draft_model, target_model, task
+
+The columns of ``features`` are the blocks of ``setup`` in its order, each as wide as the hidden
+size of the model that produced it (see :func:`.head.feature_dim`). A file holding more blocks
+than a judge needs (for example all four, ``DD-DT-TD-TT``) serves any subset through
+:meth:`FeatureSet.select_setup`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+
+from .head import feature_dim, parse_setup
+
+FEATURES_FORMAT_VERSION = 1
+METADATA_KEY = "autojudge_features"
+_META_FIELDS = ("setup", "draft_hidden", "target_hidden", "draft_model", "target_model", "task")
+
+
+def block_width(block: str, draft_hidden: int, target_hidden: int) -> int:
+    """Width of one feature block: the hidden size of the model named by its second letter."""
+    return draft_hidden if block[1] == "D" else target_hidden
+
+
+@dataclass
+class FeatureSet:
+    """Labelled mismatch features, tied to the prompts and positions they were mined at.
+
+    Parameters
+    ----------
+    features : np.ndarray
+        Shape ``[M, F]``; stored as float16. ``F = feature_dim(setup, draft_hidden, target_hidden)``.
+    labels : np.ndarray
+        Shape ``[M]``; 1 = important, 0 = unimportant; stored as int8.
+    prompt_index : np.ndarray
+        Shape ``[M]``; non-negative prompt id of each row; stored as int32.
+    position : np.ndarray
+        Shape ``[M]``; non-negative token position of each mismatch; stored as int32.
+    setup : str
+        The blocks held in ``features``, ``'-'``-joined (``"DT"``, ``"DD-DT"``, ``"DD-DT-TD-TT"``, ...).
+    draft_hidden, target_hidden : int
+        Hidden sizes of the draft and target models.
+    draft_model, target_model, task : str
+        Identifiers of the models and the task family the labels were mined with.
+    """
+
+    features: np.ndarray  # [M, F] float16
+    labels: np.ndarray  # [M] int8
+    prompt_index: np.ndarray  # [M] int32
+    position: np.ndarray  # [M] int32
+    setup: str
+    draft_hidden: int
+    target_hidden: int
+    draft_model: str
+    target_model: str
+    task: str
+
+    def __post_init__(self):
+        self.draft_hidden, self.target_hidden = int(self.draft_hidden), int(self.target_hidden)
+        if self.draft_hidden < 1 or self.target_hidden < 1:
+            raise ValueError(f"hidden sizes must be >= 1, got draft {self.draft_hidden}, target {self.target_hidden}")
+        F = feature_dim(self.setup, self.draft_hidden, self.target_hidden)
+        features = np.asarray(self.features)
+        if features.ndim != 2:
+            raise ValueError(f"features must be [M, F], got shape {features.shape}")
+        M = features.shape[0]
+        if M == 0:
+            raise ValueError("the feature set is empty (no labelled mismatches): mine more prompts first")
+        if features.shape[1] != F:
+            raise ValueError(
+                f"features have {features.shape[1]} columns, but setup {self.setup} with draft hidden "
+                f"{self.draft_hidden} and target hidden {self.target_hidden} needs {F}: extract features "
+                f"with the same models and setup, or fix the hidden sizes"
+            )
+        self.features = features.astype(np.float16, copy=False)
+        labels = np.asarray(self.labels)
+        if labels.shape != (M,):
+            raise ValueError(f"labels must be [M] = [{M}], got shape {labels.shape}")
+        if not np.all((labels == 0) | (labels == 1)):
+            raise ValueError(f"labels must be 0 (unimportant) or 1 (important), found {sorted(set(labels.tolist()))[:5]}")
+        self.labels = labels.astype(np.int8)
+        for name in ("prompt_index", "position"):
+            a = np.asarray(getattr(self, name))
+            if a.shape != (M,):
+                raise ValueError(f"{name} must be [M] = [{M}], got shape {a.shape}")
+            if not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() > np.iinfo(np.int32).max:
+                raise ValueError(f"{name} must hold non-negative int32 values")
+            setattr(self, name, a.astype(np.int32))
+
+    @property
+    def num_rows(self) -> int:
+        return self.features.shape[0]
+
+    @property
+    def blocks(self) -> list[str]:
+        return parse_setup(self.setup)
+
+    def label_counts(self) -> dict[str, int]:
+        important = int(self.labels.sum())
+        return {"important": important, "unimportant": self.num_rows - important}
+
+    def nonfinite_rows(self) -> np.ndarray:  # [M] bool
+        """Rows holding a NaN or inf feature (float16 overflows past 65504)."""
+        return ~np.all(np.isfinite(self.features), axis=1)
+
+    def check_finite(self) -> None:
+        """Raise when any row holds NaN or inf, saying how many and how to drop them."""
+        bad = self.nonfinite_rows()
+        if bad.any():
+            first = int(np.argmax(bad))
+            raise ValueError(
+                f"{int(bad.sum())} of {self.num_rows} feature rows hold NaN or inf (first: prompt "
+                f"{self.prompt_index[first]}, position {self.position[first]}); check the feature extraction "
+                f"(float16 overflows past 65504) or drop those rows explicitly (FeatureSet.drop_nonfinite(), "
+                f"train --drop-nonfinite)"
+            )
+
+    def subset(self, rows: np.ndarray) -> "FeatureSet":
+        """The rows selected by ``rows`` (shape ``[M]`` bool or ``[K]`` int)."""
+        return replace(self, features=self.features[rows], labels=self.labels[rows],
+                       prompt_index=self.prompt_index[rows], position=self.position[rows])
+
+    def drop_nonfinite(self) -> tuple["FeatureSet", int]:
+        """(the set without NaN/inf rows, how many rows were dropped)."""
+        bad = self.nonfinite_rows()
+        return self.subset(~bad), int(bad.sum())
+
+    def select_setup(self, setup: str) -> "FeatureSet":
+        """The feature columns of ``setup``, sliced out of the blocks this set holds.
+
+        The requested blocks may be any subset of the held ones, in any order: the result's
+        columns follow the order of ``setup``, as :class:`.head.JudgeHead` expects.
+        """
+        wanted, held = parse_setup(setup), self.blocks
+        missing = [b for b in wanted if b not in held]
+        if missing:
+            raise ValueError(f"setup {setup} needs blocks {missing}, but this feature set holds only {self.setup}: "
+                             f"extract features with a setup that includes them")
+        starts, start = {}, 0
+        for b in held:
+            starts[b] = start
+            start += block_width(b, self.draft_hidden, self.target_hidden)
+        columns = np.concatenate([
+            np.arange(starts[b], starts[b] + block_width(b, self.draft_hidden, self.target_hidden)) for b in wanted
+        ])
+        return replace(self, features=self.features[:, columns], setup="-".join(wanted))
+
+    def metadata(self) -> dict:
+        return {"format_version": FEATURES_FORMAT_VERSION, **{k: getattr(self, k) for k in _META_FIELDS}}
+
+    def save(self, path: str | Path) -> None:
+        tensors = {"features": self.features, "labels": self.labels,
+                   "prompt_index": self.prompt_index, "position": self.position}
+        save_file(tensors, str(path), metadata={METADATA_KEY: json.dumps(self.metadata(), sort_keys=True)})
+
+    @classmethod
+    def load(cls, path: str | Path) -> "FeatureSet":
+        """Load and validate a feature-set file (structure only: see :meth:`check_finite`)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"feature-set file {path} does not exist")
+        try:
+            with safe_open(str(path), "numpy") as f:
+                raw = (f.metadata() or {}).get(METADATA_KEY)
+            tensors = load_file(str(path))
+        except Exception as e:  # safetensors raises several types for a damaged file
+            raise ValueError(f"{path} is not a readable safetensors feature-set file: {e}") from e
+        if raw is None:
+            raise ValueError(f"{path} has no {METADATA_KEY!r} metadata: it is not a feature-set file")
+        meta = json.loads(raw)
+        if meta.get("format_version") != FEATURES_FORMAT_VERSION:
+            raise ValueError(f"{path} has feature-set format {meta.get('format_version')}, "
+                             f"this version reads {FEATURES_FORMAT_VERSION}")
+        missing = [k for k in _META_FIELDS if k not in meta] + \
+                  [k for k in ("features", "labels", "prompt_index", "position") if k not in tensors]
+        if missing:
+            raise ValueError(f"{path} lacks {missing}")
+        if tensors["features"].dtype != np.float16:
+            raise ValueError(f"{path}: features must be float16, found {tensors['features'].dtype}")
+        try:
+            return cls(tensors["features"], tensors["labels"], tensors["prompt_index"], tensors["position"],
+                       **{k: meta[k] for k in _META_FIELDS})
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from e
