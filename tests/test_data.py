@@ -1,0 +1,138 @@
+"""GSM8K data: answer extraction, the fixed split, JSONL errors, template variants, prompt format."""
+from __future__ import annotations
+
+import json
+from random import Random
+
+import pytest
+
+from trtllm_autojudge.data import (
+    BROKEN_TEMPLATES, EVAL_TEMPLATES, TRAIN_TEMPLATES, canonical_number, final_answer, flexible_answer, is_correct,
+    load_jsonl, load_templates, original_problems, response_text, same_answer, strict_answer, variant_problems,
+    write_jsonl,
+)
+from trtllm_autojudge.data.templates import load_replacements
+
+EXTRACTION_CASES = [
+    # response, strict, flexible, final
+    ("So she has 18 eggs.\n#### 18", "18", "18", "18"),
+    ("#### 1,234", "1234", "1234", "1234"),
+    ("It costs $5.50 in total.\n#### $5.50", None, "5.50", "5.50"),  # strict needs a digit right after '#### '
+    ("#### 5.50", "5.50", "5.50", "5.50"),
+    ("#### -3", "-3", "-3", "-3"),
+    ("The answer is 42.", None, "42", "42"),
+    ("He pays $1,200. Then he gets 3 back, so 1197.", None, "1197", "1197"),
+    ("#### 7\nbut later I think 9", "7", "9", "7"),  # strict takes the #### line, flexible the last number
+    ("#### 12.", "12", "12", "12"),  # trailing '.' dropped
+    ("no numbers here", None, None, None),
+    ("#### ", None, None, None),
+    ("#### 10\n#### 11", "10", "11", "10"),  # the first #### line counts (lm-eval-harness)
+]
+
+
+@pytest.mark.parametrize("response,strict,flexible,final", EXTRACTION_CASES)
+def test_answer_extraction_table(response, strict, flexible, final):
+    assert strict_answer(response) == strict
+    assert flexible_answer(response) == flexible
+    assert final_answer(response) == final
+
+
+def test_answers_compare_as_numbers():
+    assert same_answer("18.00", "18") and same_answer("1,000", "1000") and same_answer("$5", "5.0")
+    assert not same_answer("18", "19") and not same_answer(None, "1") and not same_answer("1", None)
+    assert canonical_number(2.5) == "2.5" and canonical_number(3.0) == "3" and canonical_number("1,200.50") == "1200.5"
+    assert is_correct("... so 18 eggs\n#### 18", "18", strict=True)
+    assert not is_correct("... so 18 eggs", "18", strict=True) and is_correct("... so 18 eggs", "18")
+
+
+def test_split_is_fixed_and_disjoint():
+    assert set(TRAIN_TEMPLATES).isdisjoint(EVAL_TEMPLATES)
+    assert sorted(TRAIN_TEMPLATES + EVAL_TEMPLATES) == list(range(100))
+    assert len(EVAL_TEMPLATES) == 30 and set(BROKEN_TEMPLATES) <= set(EVAL_TEMPLATES)
+    assert set(load_templates()) == set(range(100))
+    train_q = {p.question for p in original_problems("train")}
+    eval_q = {p.question for p in original_problems("eval")}
+    assert len(train_q) == 70 and len(eval_q) == 30 and train_q.isdisjoint(eval_q)
+    variants = variant_problems("train", 2, seed=0)
+    assert {p.template_id for p in variants} == set(TRAIN_TEMPLATES)
+    assert {p.question for p in variants}.isdisjoint(eval_q)
+
+
+def test_originals_have_gold_answers():
+    problems = original_problems("all")
+    assert len(problems) == 100
+    # GSM8K test question 0 of the wheel (template 0000): the shark and remoras.
+    assert problems[0].gold == "10" and "remoras" in problems[0].question
+    assert all(strict_answer(p.answer) is not None and p.source == "original" for p in problems)
+
+
+def test_variants_agree_with_their_template():
+    """Every template renders several fresh instances whose #answer equals the solution's #### line."""
+    templates, replacements = load_templates(), load_replacements()
+    for tid, template in templates.items():
+        if tid in BROKEN_TEMPLATES:
+            continue
+        problem = template.variant(Random(tid), replacements)
+        assert problem is not None, f"template {tid} gave no variant"
+        assert same_answer(strict_answer(problem.answer), problem.gold)
+        assert "{" not in problem.question and "{" not in problem.answer, f"template {tid} left a slot unfilled"
+
+
+def test_variant_generation_is_deterministic_and_distinct():
+    a = variant_problems("eval", 3, seed=5)
+    b = variant_problems("eval", 3, seed=5)
+    c = variant_problems("eval", 3, seed=6)
+    assert a == b and a != c
+    assert len(a) == 3 * (len(EVAL_TEMPLATES) - len(BROKEN_TEMPLATES))
+    originals = {p.question for p in original_problems("eval")}
+    assert len({p.question for p in a}) == len(a) and not originals & {p.question for p in a}
+
+
+def test_broken_templates_are_skipped_with_a_reason(caplog):
+    with caplog.at_level("INFO", logger="trtllm_autojudge.data.gsm8k"):
+        problems = variant_problems("eval", 1)
+    assert not {p.template_id for p in problems} & set(BROKEN_TEMPLATES)
+    assert "template 0024: no variants" in caplog.text and "template 0095: no variants" in caplog.text
+    with pytest.raises(ValueError, match="0095 cannot make variants"):
+        load_templates()[95].variant(Random(0), load_replacements())
+
+
+def test_low_acceptance_template_is_capped():
+    """Template 0007 accepts about 1 draw in 3000: a small cap returns None instead of hanging."""
+    template = load_templates()[7]
+    assert template.variant(Random(0), load_replacements(), max_draws=5) is None
+
+
+def test_jsonl_round_trip(tmp_path):
+    problems = original_problems("eval")[:3] + variant_problems("train", 1)[:2]
+    write_jsonl(problems, tmp_path / "p.jsonl")
+    assert load_jsonl(tmp_path / "p.jsonl") == problems
+    (tmp_path / "u.jsonl").write_text('{"question": "1+1?", "answer": 2}\n\n{"question": "2+2?", "answer": "It is 4.\\n#### 4"}\n')
+    user = load_jsonl(tmp_path / "u.jsonl")
+    assert [p.gold for p in user] == ["2", "4"] and user[0].template_id is None
+
+
+@pytest.mark.parametrize("bad_line,message", [
+    ("{not json", "not valid JSON"),
+    ('["a list"]', "expected a JSON object"),
+    ('{"answer": "#### 3"}', "'question' must be a non-empty string"),
+    ('{"question": "Q?"}', "'answer' must be"),
+    ('{"question": "Q?", "answer": "no final answer"}', "no '#### N' line"),
+])
+def test_jsonl_errors_name_the_line(tmp_path, bad_line, message):
+    good = json.dumps({"question": "Q?", "answer": "#### 1"})
+    path = tmp_path / "bad.jsonl"
+    path.write_text(f"{good}\n{good}\n{bad_line}\n")
+    with pytest.raises(ValueError, match=f"bad.jsonl:3: .*{message}"):
+        load_jsonl(path)
+
+
+def test_empty_jsonl_is_an_error(tmp_path):
+    (tmp_path / "e.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match="no problems"):
+        load_jsonl(tmp_path / "e.jsonl")
+
+
+def test_response_text_drops_calculator_annotations():
+    answer = "She has 3*4 = <<3*4=12>>12 eggs.\n#### 12"
+    assert response_text(answer) == "She has 3*4 = 12 eggs.\n#### 12"
