@@ -1,0 +1,135 @@
+"""Exports of a judge head: plugin fields, ONNX graph, research-code vLLM ``JudgeConfig`` JSON.
+
+Formats (file names inside ``out_dir``):
+- ``plugin``: ``judge_plugin_fields.npz``, the fields of the ``AutoJudgeAccept`` TensorRT plugin
+  (DESIGN.md section 5) from :func:`plugin_fields`. Setups DT and DD-DT only.
+- ``onnx``: ``judge_head.onnx`` (:mod:`.onnx_graph`), checked against NumPy with onnxruntime
+  before it is written. Any setup.
+- ``vllm``: ``judge_vllm_config.json``, the keyword arguments of the research code's vLLM
+  ``JudgeConfig(weights, mean, scale, bias, threshold)`` (see :func:`vllm_judge_config`).
+  Setup DT only, as in the research code.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .head import JudgeHead
+
+FORMATS = ("plugin", "onnx", "vllm")
+FILE_NAMES = {"plugin": "judge_plugin_fields.npz", "onnx": "judge_head.onnx", "vllm": "judge_vllm_config.json"}
+# Value of the plugin's ``feature_setup`` field per judge setup; the feature vector is the blocks
+# in this order: DT = [target hidden (Ht)], DD-DT = [draft hidden (Hd), target hidden (Ht)].
+PLUGIN_FEATURE_SETUPS = {"DT": 0, "DD-DT": 1}
+
+
+def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
+    """Why ``head`` cannot be exported as ``fmt`` (None when it can)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose from {FORMATS}")
+    if fmt == "plugin" and head.setup not in PLUGIN_FEATURE_SETUPS:
+        return (f"the TensorRT plugin computes setups {sorted(PLUGIN_FEATURE_SETUPS)} only (the blocks available "
+                f"while decoding), this judge has setup {head.setup}: train with --setup DT or DD-DT")
+    if fmt == "vllm" and head.setup != "DT":
+        return (f"the research code's vLLM JudgeConfig takes setup DT only (the target's hidden state), this judge "
+                f"has setup {head.setup}: train with --setup DT")
+    return None
+
+
+def plugin_fields(head: JudgeHead) -> dict[str, np.ndarray]:
+    """Fields of the ``AutoJudgeAccept`` plugin for ``head``.
+
+    Returns
+    -------
+    dict
+        ``judge_weight`` [F] float32 (folded ``w = coef / scale``), ``judge_bias`` [1] float32
+        (folded ``c = intercept - sum(coef * mean / scale)``), ``feature_setup`` [1] int32
+        (:data:`PLUGIN_FEATURE_SETUPS`), ``target_hidden`` [1] int32, ``draft_hidden`` [1] int32
+        (0 for DT, which reads no draft hidden state), ``threshold`` [1] float32 (the default
+        probability threshold; the plugin takes the per-request one as an input).
+    """
+    reason = unsupported_reason(head, "plugin")
+    if reason:
+        raise ValueError(reason)
+    w, c = head.folded()
+    return {
+        "judge_weight": w.astype(np.float32),
+        "judge_bias": np.array([c], np.float32),
+        "feature_setup": np.array([PLUGIN_FEATURE_SETUPS[head.setup]], np.int32),
+        "target_hidden": np.array([head.target_hidden], np.int32),
+        "draft_hidden": np.array([head.draft_hidden if "DD" in head.blocks else 0], np.int32),
+        "threshold": np.array([head.threshold], np.float32),
+    }
+
+
+def vllm_judge_config(head: JudgeHead) -> dict:
+    """The research code's vLLM ``JudgeConfig`` keyword arguments, as JSON-ready lists.
+
+    The research code (garipovroma/autojudge, ``src/train_head_gsm8k.py --convert_to_vllm``) pickles
+    ``mean = scaler.mean_``, ``scale = scaler.scale_``, ``weights = coef_[0]`` (NOT folded: the
+    weights act on standardised features), ``bias = intercept_`` (an array of one value) and
+    ``thresholds`` (the sweep), and ``eval/vllm_gsm8k.py`` builds ``JudgeConfig(weights=, mean=,
+    scale=, bias=, threshold=)`` from it, the threshold coming from the command line. The score is
+    ``sigmoid(((x - mean) / scale) . weights + bias)``. Here ``threshold`` is the head's default and
+    ``thresholds`` the validation frontier's thresholds (empty when the head has no metrics).
+    """
+    reason = unsupported_reason(head, "vllm")
+    if reason:
+        raise ValueError(reason)
+    frontier = head.meta.get("metrics", {}).get("frontier", [])
+    return {
+        "weights": head.coef.astype(float).tolist(),  # [Ht]
+        "mean": head.mean.astype(float).tolist(),  # [Ht]
+        "scale": head.scale.astype(float).tolist(),  # [Ht]
+        "bias": [float(head.intercept)],  # [1]
+        "threshold": float(head.threshold),
+        "thresholds": [float(r["threshold"]) for r in frontier],
+    }
+
+
+def export_judge(head: JudgeHead, out_dir: str | Path, formats: tuple[str, ...] | list[str] | None = None
+                 ) -> dict[str, Path]:
+    """Write the exports of ``head`` into ``out_dir`` (created if needed).
+
+    Parameters
+    ----------
+    head : JudgeHead
+        The judge to export.
+    out_dir : str or Path
+        Output folder; files are named by :data:`FILE_NAMES`.
+    formats : sequence of str, optional
+        Formats to write. Default: every format of :data:`FORMATS` that the head's setup supports
+        (see :func:`unsupported_reason` for the others). A format named explicitly that the setup
+        does not support raises ``ValueError``.
+
+    Returns
+    -------
+    dict
+        Format name -> written path.
+    """
+    from .onnx_graph import build_onnx, check_onnx
+
+    if formats is None:
+        formats = [f for f in FORMATS if unsupported_reason(head, f) is None]
+    else:
+        for f in formats:
+            reason = unsupported_reason(head, f)
+            if reason:
+                raise ValueError(f"cannot export format {f}: {reason}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for fmt in formats:
+        path = out_dir / FILE_NAMES[fmt]
+        if fmt == "plugin":
+            np.savez(path, **plugin_fields(head))
+        elif fmt == "onnx":
+            model = build_onnx(head)
+            check_onnx(model, head)
+            path.write_bytes(model.SerializeToString())
+        else:
+            path.write_text(json.dumps(vllm_judge_config(head)))
+        written[fmt] = path
+    return written
