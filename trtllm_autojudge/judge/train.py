@@ -160,9 +160,9 @@ def train_judge(
         if y.min() == y.max():
             raise ValueError(f"the {name} prompts hold only {'important' if y[0] else 'unimportant'} labels, so "
                              f"ROC-AUC is undefined: mine more prompts or try another --seed")
-    scaler = StandardScaler().fit(fs.features[train].astype(np.float32))
-    X_train = scaler.transform(fs.features[train].astype(np.float32))
-    X_val = scaler.transform(fs.features[val].astype(np.float32))
+    scaler = StandardScaler(copy=False)  # float32 throughout: sklearn's lbfgs keeps float32 inputs float32
+    X_train = scaler.fit_transform(fs.features[train].astype(np.float32))  # [M_train, F]
+    X_val = scaler.transform(fs.features[val].astype(np.float32))  # [M_val, F]
 
     grid_rows, best = [], None
     for C in tqdm(sorted(float(c) for c in c_grid), desc="judge C grid", disable=not progress):
