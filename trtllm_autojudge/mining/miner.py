@@ -1,0 +1,99 @@
+"""Self-supervised label mining ("semi-greedy search", PAPER.md section 1).
+
+Per prompt, both models greedy:
+1. the target answers: ``cur = prompt + response``; its final answer ``A`` is the reference;
+2. teacher-force the draft over ``cur``; take the earliest position ``i >= border`` where the
+   draft's token differs from ``cur[i]``;
+3. swap the draft's token in and let the TARGET continue greedily from ``cur[:i] + [draft]``;
+4. same answer as ``A``: UNIMPORTANT (label 0) and ``cur`` becomes the continuation; different:
+   IMPORTANT (label 1) and ``cur`` stays; record ``(i, label, target_token, draft_token)``, set
+   ``border = i + 1`` and go to 2. Decisions are never revisited.
+
+Positions where the answer is already fixed (``checker.is_final`` holds for ``cur[:i]``) are not
+mined: no token there can change the answer. That makes the two speed-ups exact: a regeneration
+stops as soon as the answer is fixed (``early_stop``), and the KV cache of the shared prefix is
+reused (``reuse_cache``); with both off this is the plain algorithm, and the labels are the same.
+"""
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..backends.protocol import LanguageModel
+from .cached_lm import CachedLM
+from .checkers import TaskChecker
+
+IMPORTANT, UNIMPORTANT = 1, 0
+
+
+@dataclass
+class MiningConfig:
+    max_new_tokens: int = 256  # generation budget of the response (and of every regeneration)
+    early_stop: bool = True
+    reuse_cache: bool = True
+
+
+class LabelMiner:
+    """Mines one prompt at a time; keeps both models' caches across prompts."""
+
+    def __init__(self, target: LanguageModel, draft: LanguageModel, checker: TaskChecker,
+                 decode: Callable[[list[int]], str], config: MiningConfig | None = None,
+                 stop_ids: Sequence[int] | None = None):
+        if draft.vocab_size != target.vocab_size:
+            raise ValueError(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: they must share a tokenizer")
+        self.config = config or MiningConfig()
+        self.target = CachedLM(target, self.config.reuse_cache)
+        self.draft = CachedLM(draft, self.config.reuse_cache)
+        self.checker, self.decode = checker, decode
+        self.stop_ids = set(target.eos_token_ids if stop_ids is None else stop_ids)
+
+    def mine(self, prompt_ids: Sequence[int], example: dict | None = None, record_id: str | int | None = None) -> dict:
+        """Mine one prompt; returns its record (see :mod:`.store` for the fields)."""
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise ValueError("a prompt needs at least one token")
+        n, max_len = len(prompt), len(prompt) + self.config.max_new_tokens
+        t_forwarded, d_forwarded, t0 = self.target.forwarded, self.draft.forwarded, time.perf_counter()
+        text = lambda seq: self.decode(seq[n:])  # noqa: E731
+        is_final = (lambda seq: self.checker.is_final(text(seq))) if self.config.early_stop else None
+
+        def fixed_at(seq: list[int]) -> int:
+            """Smallest k with the answer fixed by seq[:k] (is_final is monotone); len(seq)+1 if none."""
+            keys = range(n, len(seq) + 1)
+            return n + bisect_left(keys, True, key=lambda k: self.checker.is_final(text(seq[:k])))
+
+        cur = self.target.continue_greedy(prompt, max_len, self.stop_ids, is_final)
+        response = cur[n:]
+        answer = self.checker.answer(text(cur), example)
+        labels, alt_answers, border = [], [], n
+        while True:
+            limit = min(len(cur), fixed_at(cur))
+            preds = self.draft.predictions(cur[:limit])  # preds[i - 1]: draft's token at position i
+            i = next((i for i in range(border, limit) if cur[i] != preds[i - 1]), None)
+            if i is None:
+                break
+            draft_token = preds[i - 1]
+            alt = self.target.continue_greedy(cur[:i] + [draft_token], max_len, self.stop_ids, is_final)
+            alt_answer = self.checker.answer(text(alt), example)
+            important = not self.checker.same(answer, alt_answer)
+            labels.append([i, IMPORTANT if important else UNIMPORTANT, cur[i], draft_token])
+            alt_answers.append(alt_answer)
+            if not important:
+                cur = alt
+            border = i + 1
+        return {
+            "id": record_id,
+            "prompt_ids": prompt,
+            "response_ids": response,
+            "final_ids": cur,
+            "target_answer": answer,
+            "labels": labels,  # [position, important, target_token, draft_token]
+            "alt_answers": alt_answers,
+            "cost": {
+                "target_forwarded_tokens": self.target.forwarded - t_forwarded,
+                "draft_forwarded_tokens": self.draft.forwarded - d_forwarded,
+                "seconds": round(time.perf_counter() - t0, 4),
+            },
+        }

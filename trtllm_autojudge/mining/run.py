@@ -1,0 +1,72 @@
+"""Mining over many prompts: resumable, sharded across MPI ranks, with a progress bar and costs."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from tqdm import tqdm
+
+from .miner import LabelMiner
+from .mpi import shard_path, world
+from .store import append_record, read_records, repair_tail
+
+
+def mine_prompts(
+    miner: LabelMiner,
+    prompts: Sequence[tuple[str, list[int], dict | None]],  # (id, prompt_ids, example)
+    out: str | Path,
+    progress: bool = True,
+) -> dict:
+    """Mine every prompt not yet in ``out``; returns the cost summary of this run (rank 0: merged)."""
+    out = Path(out)
+    ids = [str(p[0]) for p in prompts]
+    if len(set(ids)) != len(ids):
+        raise ValueError("prompt ids must be unique: they are how a resumed run knows what is done")
+    rank, size, comm = world()
+    shard = out if size == 1 else shard_path(out, rank, size)
+    repair_tail(shard)
+    done = {str(r["id"]) for path in {out, shard} for r in read_records(path, warn=rank == 0)[0]}
+    todo = [p for i, p in enumerate(prompts) if i % size == rank and str(p[0]) not in done]
+    stats = {"prompts": 0, "labels": 0, "important": 0, "target_forwarded_tokens": 0, "draft_forwarded_tokens": 0}
+    t0 = time.perf_counter()
+    bar = tqdm(todo, desc=f"mining (rank {rank}/{size})" if size > 1 else "mining", unit="prompt",
+               disable=not progress, file=sys.stderr)
+    for pid, prompt_ids, example in bar:
+        rec = miner.mine(prompt_ids, example, record_id=str(pid))
+        append_record(shard, rec)
+        stats["prompts"] += 1
+        stats["labels"] += len(rec["labels"])
+        stats["important"] += sum(lab[1] for lab in rec["labels"])
+        for k in ("target_forwarded_tokens", "draft_forwarded_tokens"):
+            stats[k] += rec["cost"][k]
+        bar.set_postfix(labels=stats["labels"])
+    stats["seconds"] = time.perf_counter() - t0
+    if comm is not None:
+        all_stats = comm.gather(stats, root=0)
+        comm.Barrier()
+        if rank == 0:
+            merge_shards(out, size, ids)
+            stats = {k: sum(s[k] for s in all_stats) for k in stats} | {"seconds": max(s["seconds"] for s in all_stats)}
+        stats = comm.bcast(stats, root=0)
+    stats["labels_per_minute"] = 60 * stats["labels"] / max(stats["seconds"], 1e-9)
+    stats["target_tokens_per_label"] = stats["target_forwarded_tokens"] / max(stats["labels"], 1)
+    return stats
+
+
+def merge_shards(out: Path, size: int, order: Sequence[str]) -> None:
+    """Rank 0: merged output = earlier merged records + every shard, in prompt order, written atomically."""
+    by_id = {str(r["id"]): r for r in read_records(out, warn=False)[0]}
+    for r in range(size):
+        by_id.update({str(rec["id"]): rec for rec in read_records(shard_path(out, r, size))[0]})
+    tmp = out.with_name(out.name + ".merging")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for pid in order:
+            if pid in by_id:
+                f.write(json.dumps(by_id[pid], separators=(",", ":")) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, out)
