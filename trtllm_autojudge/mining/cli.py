@@ -1,0 +1,42 @@
+"""`trtllm-autojudge mine`: label mining on a draft/target pair (run under mpirun to shard)."""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+
+from ..backends.loading import add_model_args, load_pair
+from ..data.prompt import prompt_ids
+from ..data.sources import add_problem_args, load_problems
+from .checkers import load_checker
+from .miner import LabelMiner, MiningConfig
+from .mpi import world
+from .run import mine_prompts
+
+
+def problem_id(question: str) -> str:
+    return hashlib.sha1(question.encode()).hexdigest()[:12]
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="trtllm-autojudge mine", description=__doc__)
+    p.add_argument("--out", required=True, help="label file (JSONL, append-only; rerun to resume)")
+    p.add_argument("--checker", default="gsm8k", help="gsm8k, exact, code, or module:Class")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--no-early-stop", action="store_true", help="regenerate to EOS/budget (the plain algorithm)")
+    p.add_argument("--no-cache-reuse", action="store_true", help="recompute every prefix (the plain algorithm)")
+    add_model_args(p)
+    add_problem_args(p, split="train", variants=2)
+    args = p.parse_args(argv)
+    target, draft, tokenizer = load_pair(args)
+    checker = load_checker(args.checker)
+    problems = load_problems(args)
+    miner = LabelMiner(target, draft, checker, lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+                       MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse))
+    prompts = [(problem_id(pr.question), prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
+    stats = mine_prompts(miner, prompts, args.out)
+    if world()[0] == 0:
+        print(json.dumps({"out": args.out, **{k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}},
+                         indent=1), file=sys.stdout)
+    return 0
