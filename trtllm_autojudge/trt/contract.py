@@ -1,0 +1,142 @@
+"""The ``AutoJudgeAccept`` TensorRT plugin contract (DESIGN.md section 5), as data and checks.
+
+Pure Python: nothing here imports TensorRT. :mod:`.network` turns these checked values into
+TensorRT calls; the tests check them here.
+
+Accept mode (``output_mode = 0``), inputs in this order (``B`` sequences, ``N`` draft nodes,
+``P`` paths, ``D+1 = max_path_len``):
+
+==  ================  ======================  =============================================
+ #  name              shape                   meaning
+==  ================  ======================  =============================================
+ 0  target_logits     [B*(N+1), V]            target's logits with node n as the last input
+ 1  target_hidden     [B*(N+1), Ht]           target's final-norm hidden state, same rows
+ 2  draft_tokens      [B, N] int32            token of node n at column n-1
+ 3  draft_lens        [B] int32               nodes 1..draft_lens[b] are valid
+ 4  paths             [B, P, D+1] int32       root-to-leaf node indices, -1 padded
+ 5  threshold         [B] float32             per-request threshold in [0, 1]
+ 6  draft_hidden      [B*(N+1), Hd]           draft's final-norm hidden state (DD-DT only)
+==  ================  ======================  =============================================
+
+Outputs: ``accepted_tokens [B, D+1]``, ``accepted_lens [B]``, ``best_path [B]``,
+``judged_count [B]`` (int32), with the meaning of :mod:`trtllm_autojudge.decoding.acceptance`.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+PLUGIN_NAME = "AutoJudgeAccept"
+PLUGIN_VERSION = "1"
+PLUGIN_NAMESPACE = "autojudge"
+INIT_FUNCTION = "initAutoJudgePlugins"  # extern "C" bool initAutoJudgePlugins(void* logger, char const* ns)
+LIBRARY_NAME = "libautojudge_trt_plugin.so"
+
+# Field name -> NumPy dtype, in the order the fields are handed to the creator.
+FIELD_DTYPES: dict[str, type] = {
+    "judge_weight": np.float32,  # [F] folded weights w = coef / scale
+    "judge_bias": np.float32,  # [1] folded bias c
+    "feature_setup": np.int32,  # [1] FEATURE_SETUPS
+    "target_hidden": np.int32,  # [1] Ht
+    "draft_hidden": np.int32,  # [1] Hd, 0 for DT
+    "max_path_len": np.int32,  # [1] D+1
+    "output_mode": np.int32,  # [1] OUTPUT_MODES
+    "threshold": np.float32,  # [1] default threshold (the logits mode uses it)
+}
+# trt.PluginFieldType member per NumPy dtype.
+TRT_FIELD_TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32"}
+FEATURE_SETUPS = {"DT": 0, "DD-DT": 1}
+OUTPUT_MODES = {"accept": 0, "logits": 1}
+
+ACCEPT_INPUTS = ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths", "threshold", "draft_hidden")
+ACCEPT_OUTPUTS = ("accepted_tokens", "accepted_lens", "best_path", "judged_count")
+LAYER_NAME = "autojudge_accept"
+
+
+def check_plugin_fields(fields: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Validate a complete field set and return it with the contract's dtypes and shapes.
+
+    Raises ValueError naming the field and what to change.
+    """
+    missing = [k for k in FIELD_DTYPES if k not in fields]
+    extra = [k for k in fields if k not in FIELD_DTYPES]
+    if missing or extra:
+        raise ValueError(f"plugin fields: missing {missing}, unknown {extra}; the contract has {list(FIELD_DTYPES)}")
+    out: dict[str, np.ndarray] = {}
+    for name, dtype in FIELD_DTYPES.items():
+        a = np.asarray(fields[name])
+        if a.dtype.kind not in "fiu":
+            raise ValueError(f"plugin field {name} must be numeric, got dtype {a.dtype}")
+        cast = a.astype(dtype).reshape(-1)
+        if dtype is np.int32 and not np.array_equal(cast.astype(np.float64), a.reshape(-1).astype(np.float64)):
+            raise ValueError(f"plugin field {name} must hold integers that fit int32, got {a}")
+        out[name] = np.ascontiguousarray(cast)
+    for name in FIELD_DTYPES:
+        if name != "judge_weight" and out[name].shape != (1,):
+            raise ValueError(f"plugin field {name} must hold one value, got shape {out[name].shape}")
+    w = out["judge_weight"]
+    if w.size == 0 or not np.all(np.isfinite(w)) or not np.isfinite(out["judge_bias"][0]):
+        raise ValueError("plugin fields judge_weight / judge_bias must be non-empty and finite")
+    setup, ht, hd = int(out["feature_setup"][0]), int(out["target_hidden"][0]), int(out["draft_hidden"][0])
+    if setup not in FEATURE_SETUPS.values():
+        raise ValueError(f"feature_setup {setup} is not one of {FEATURE_SETUPS}")
+    if ht < 1 or hd < 0 or (setup == FEATURE_SETUPS["DT"] and hd != 0) or (setup == FEATURE_SETUPS["DD-DT"] and hd < 1):
+        raise ValueError(f"target_hidden {ht} / draft_hidden {hd} do not fit feature_setup {setup} "
+                         f"(DT reads no draft hidden state: draft_hidden 0; DD-DT needs draft_hidden >= 1)")
+    if w.size != ht + hd:
+        raise ValueError(f"judge_weight has {w.size} features, feature_setup {setup} needs draft_hidden + target_hidden "
+                         f"= {hd} + {ht}: the judge file does not match these hidden sizes")
+    if int(out["max_path_len"][0]) < 2:
+        raise ValueError(f"max_path_len (D+1) must be >= 2 (at least one draft token), got {out['max_path_len'][0]}")
+    if int(out["output_mode"][0]) not in OUTPUT_MODES.values():
+        raise ValueError(f"output_mode {out['output_mode'][0]} is not one of {OUTPUT_MODES}")
+    if not 0.0 <= float(out["threshold"][0]) <= 1.0:
+        raise ValueError(f"threshold {out['threshold'][0]} must lie in [0, 1]")
+    return out
+
+
+def plugin_field_specs(fields: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray, str]]:
+    """``(name, data, trt.PluginFieldType member name)`` per field, in contract order."""
+    checked = check_plugin_fields(fields)
+    return [(name, checked[name], TRT_FIELD_TYPES[checked[name].dtype]) for name in FIELD_DTYPES]
+
+
+def accept_input_names(feature_setup: int) -> tuple[str, ...]:
+    """Names of the accept-mode inputs, in plugin order, for a feature setup value."""
+    if feature_setup not in FEATURE_SETUPS.values():
+        raise ValueError(f"feature_setup {feature_setup} is not one of {FEATURE_SETUPS}")
+    return ACCEPT_INPUTS if feature_setup == FEATURE_SETUPS["DD-DT"] else ACCEPT_INPUTS[:-1]
+
+
+def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
+    """Check accept-mode input shapes against each other and the fields; -1 is a dynamic dimension.
+
+    Raises ValueError naming the input whose shape is wrong.
+    """
+    f = check_plugin_fields(fields)
+    names = accept_input_names(int(f["feature_setup"][0]))
+    if set(shapes) != set(names):
+        raise ValueError(f"accept-mode inputs must be {list(names)}, got {list(shapes)}")
+    s = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
+    ranks = {"target_logits": 2, "target_hidden": 2, "draft_tokens": 2, "draft_lens": 1, "paths": 3, "threshold": 1,
+             "draft_hidden": 2}
+    for name in names:
+        if len(s[name]) != ranks[name]:
+            raise ValueError(f"input {name} must have rank {ranks[name]}, got shape {s[name]}")
+
+    def same(a: int, b: int, what: str) -> None:
+        if a >= 0 and b >= 0 and a != b:
+            raise ValueError(f"shape mismatch: {what} ({a} != {b})")
+
+    B, N = s["draft_tokens"]
+    rows = B * (N + 1) if B >= 0 and N >= 0 else -1
+    for name in ("target_logits", "target_hidden") + (("draft_hidden",) if "draft_hidden" in s else ()):
+        same(s[name][0], rows, f"{name} rows must be B*(N+1) with draft_tokens [B, N] = {s['draft_tokens']}")
+    same(s["target_hidden"][1], int(f["target_hidden"][0]), "target_hidden width vs field target_hidden")
+    if "draft_hidden" in s:
+        same(s["draft_hidden"][1], int(f["draft_hidden"][0]), "draft_hidden width vs field draft_hidden")
+    for name in ("draft_lens", "threshold"):
+        same(s[name][0], B, f"{name} must be [B]")
+    same(s["paths"][0], B, "paths must be [B, P, D+1]")
+    same(s["paths"][2], int(f["max_path_len"][0]), "paths last dimension vs field max_path_len (D+1)")

@@ -1,0 +1,103 @@
+"""The engine-path speculative loop: draft a tree per request, verify a batch in one target run.
+
+It knows nothing about TensorRT: a :class:`Drafter` proposes node tokens, a :class:`Verifier`
+returns the accepted tokens for a :class:`.packing.PackedCycle` (the AutoJudge target engine on a
+GPU host, :class:`.reference_engine.ReferenceTargetEngine` on CPU). Per request it keeps the
+same metrics as the reference loop (:class:`trtllm_autojudge.decoding.speculative.CycleMetrics`):
+accepted length, judged accepts and one entry per cycle, and it appends tokens with the same
+budget and stop rules, so on the same models it produces the same tokens.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ..decoding.acceptance import Acceptance
+from ..decoding.speculative import CycleMetrics, GenerationResult
+from ..decoding.tree import DraftTree
+from ..judge.head import JudgeHead
+from .packing import PackedCycle, pack_cycle
+
+
+@dataclass
+class DraftProposal:
+    node_tokens: np.ndarray  # [B, N] int: token of node n at column n-1
+    draft_lens: np.ndarray  # [B] int: valid nodes per request
+    draft_hidden: np.ndarray | None = None  # [B, N+1, Hd] float (DD-DT judges only)
+    forwards: int = 0  # draft forward passes spent (metrics)
+
+
+class Drafter(Protocol):
+    def propose(self, prefixes: list[list[int]], tree: DraftTree, need_hidden: bool) -> DraftProposal: ...
+
+
+class Verifier(Protocol):
+    needs_draft_hidden: bool
+
+    def verify(self, cycle: PackedCycle) -> Acceptance: ...
+
+
+def check_thresholds(thresholds: float | Sequence[float], n: int) -> np.ndarray:
+    t = np.broadcast_to(np.asarray(thresholds, np.float32), (n,)).copy()
+    if not np.all((t >= 0) & (t <= 1)):
+        raise ValueError(f"thresholds must lie in [0, 1] (0 = lossless, judge off), got {t}")
+    return t
+
+
+def judge_thresholds(head: JudgeHead, thresholds: float | Sequence[float] | None, n: int) -> np.ndarray:
+    """Per-request thresholds: the given ones, else the judge file's default for every request."""
+    return check_thresholds(head.threshold if thresholds is None else thresholds, n)
+
+
+def engine_generate(
+    drafter: Drafter,
+    verifier: Verifier,
+    prompts: Sequence[Sequence[int]],
+    *,
+    tree: DraftTree,
+    thresholds: float | Sequence[float],
+    max_new_tokens: int,
+    stop_ids: Sequence[int],
+) -> list[GenerationResult]:
+    """Generate for a static batch of prompts; finished requests leave the batch.
+
+    ``thresholds`` is one value or one per prompt (0 accepts exact matches only: lossless).
+    """
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    thr = check_thresholds(thresholds, len(prompts))
+    stop = {int(s) for s in stop_ids}
+    seqs = [[int(t) for t in p] for p in prompts]
+    results = [GenerationResult(list(p), [], "budget") for p in seqs]
+    active = [i for i in range(len(seqs)) if max_new_tokens > 0]
+    while active:
+        prefixes = [seqs[i] for i in active]
+        t0 = time.perf_counter()
+        proposal = drafter.propose(prefixes, tree, verifier.needs_draft_hidden)
+        t1 = time.perf_counter()
+        cycle = pack_cycle(prefixes, tree, proposal.node_tokens, proposal.draft_lens, thr[active], proposal.draft_hidden)
+        acc = verifier.verify(cycle)
+        t2 = time.perf_counter()
+        still = []
+        for b, i in enumerate(active):
+            res, seq = results[i], seqs[i]
+            # The judge runs inside the target engine: its time is part of t_verify.
+            res.cycles.append(CycleMetrics(accepted=int(acc.accepted_len[b]), judged=int(acc.judged_count[b]),
+                                           draft_nodes=int(proposal.draft_lens[b]), draft_forwards=proposal.forwards,
+                                           target_forwards=1, t_draft=t1 - t0, t_verify=t2 - t1, t_accept=0.0,
+                                           t_rule=0.0))
+            budget = max_new_tokens - (len(seq) - len(res.prompt_ids))
+            for t in acc.tokens(b)[:budget]:
+                seq.append(t)
+                if t in stop:
+                    res.stop_reason = "eos"
+                    break
+            if res.stop_reason != "eos" and len(seq) - len(res.prompt_ids) < max_new_tokens:
+                still.append(i)
+        active = still
+    for res, seq in zip(results, seqs):
+        res.tokens = seq[len(res.prompt_ids):]
+    return results
