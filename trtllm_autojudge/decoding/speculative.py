@@ -31,7 +31,8 @@ class CycleMetrics:
     target_forwards: int
     t_draft: float  # seconds
     t_verify: float
-    t_accept: float  # relaxed rule (judge) + path walk + cache commit
+    t_accept: float  # relaxed rule + path walk + cache commit
+    t_rule: float  # the relaxed rule alone (the judge's overhead), part of t_accept
 
 
 @dataclass
@@ -61,6 +62,7 @@ class GenerationResult:
             "t_draft": total("t_draft"),
             "t_verify": total("t_verify"),
             "t_accept": total("t_accept"),
+            "t_rule": total("t_rule"),
             "stop_reason": self.stop_reason,
         }
 
@@ -191,6 +193,7 @@ def speculative_generate(
         relaxed = None
         if rule is not None:
             relaxed = rule(VerifyContext(list(tokens), tree, node_tokens[None], parents, logits, hidden, draft_hidden))
+        t_rule = _sync(device) - t2
         acc = accept_tree(node_tokens[None], target_argmax, paths, relaxed)
         new = acc.tokens(0)
         nodes = [int(n) for n in paths[0, acc.best_path[0], 1 : acc.accepted_len[0] + 1]]
@@ -199,7 +202,7 @@ def speculative_generate(
         d_sess.retain(len(tokens), [d_slots[n] for n in d_nodes])
         t3 = _sync(device)
         result.cycles.append(CycleMetrics(int(acc.accepted_len[0]), int(acc.judged_count[0]), tree.num_nodes,
-                                          d_forwards, 1, t1 - t0, t2 - t1, t3 - t2))
+                                          d_forwards, 1, t1 - t0, t2 - t1, t3 - t2, t_rule))
         budget = max_new_tokens - (len(tokens) - n_prompt)
         for t in new[:budget]:
             tokens.append(t)

@@ -16,7 +16,7 @@ from pathlib import Path
 REQUIRED = ("id", "prompt_ids", "final_ids", "labels")
 
 
-def read_records(path: str | Path, warn=True) -> tuple[list[dict], list[str]]:
+def read_records(path: str | Path, warn: bool = True, required: tuple[str, ...] = REQUIRED) -> tuple[list[dict], list[str]]:
     """All valid records; problems (bad lines) are reported as 'FILE:LINE: why' and skipped."""
     path = Path(path)
     records, problems = [], []
@@ -29,8 +29,8 @@ def read_records(path: str | Path, warn=True) -> tuple[list[dict], list[str]]:
             why = None
             try:
                 rec = json.loads(raw)
-                if not isinstance(rec, dict) or any(k not in rec for k in REQUIRED):
-                    why = f"a record needs the fields {REQUIRED}"
+                if not isinstance(rec, dict) or any(k not in rec for k in required):
+                    why = f"a record needs the fields {required}"
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 kind = "corrupt" if raw.endswith(b"\n") else "truncated"
                 why = f"{kind} JSON ({e})"

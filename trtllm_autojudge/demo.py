@@ -1,0 +1,68 @@
+"""`trtllm-autojudge demo`: lossless vs AutoJudge vs top-K on the embedded pair.
+
+The shipped tuned SmolLM2-135M target, its shipped draft and the shipped GSM8K judge, on held-out
+(evaluation-template) GSM8K questions only. Prints a short table and writes the frontier plot.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+from .backends.loading import load_pair
+from .data.gsm8k import original_problems
+from .evaluation.common import SHIPPED_JUDGE, load_judge, questions_from
+from .evaluation.methods import OperatingPoint
+from .evaluation.plot import plot_frontier
+from .evaluation.runner import format_table, run_points, summarize, write_summary
+from .decoding.tree import DraftTree
+from .mining.checkers import GSM8KChecker
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="trtllm-autojudge demo", description=__doc__)
+    p.add_argument("--questions", type=int, default=6, help="held-out GSM8K questions (default 6: about 10 minutes on 2 cores)")
+    p.add_argument("--k", type=int, default=8, help="draft tokens per cycle")
+    p.add_argument("--thresholds", default=None,
+                   help="AutoJudge thresholds, comma-separated (default: the judge's own and a looser one)")
+    p.add_argument("--max-new-tokens", type=int, default=200)
+    p.add_argument("--out-dir", default="out/demo")
+    p.add_argument("--resume", action="store_true", help="keep earlier runs in OUT_DIR instead of starting fresh")
+    p.add_argument("--threads", type=int, default=None)
+    args = p.parse_args(argv)
+    if args.questions < 1:
+        raise SystemExit("--questions must be >= 1")
+    out_dir = Path(args.out_dir)
+    if out_dir.exists() and not args.resume:
+        shutil.rmtree(out_dir)
+    t0 = time.perf_counter()
+    models = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=args.threads, judge=None)
+    print("loading the embedded pair (the first run converts SmolLM2-135M from its GGUF, ~20 s) ...", flush=True)
+    target, draft, tokenizer = load_pair(models)
+    judge = load_judge(models, target, draft, required=True)
+    problems = original_problems("eval")[: args.questions]
+    questions = questions_from(problems, tokenizer)
+    if args.thresholds:
+        thresholds = [float(t) for t in args.thresholds.split(",")]
+    else:
+        thresholds = sorted({judge.threshold, min(1.0, 2 * judge.threshold)})
+    points = [OperatingPoint("judge", (t,)) for t in thresholds] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
+    checker = GSM8KChecker()
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    print(f"{target.name} <- {draft.name}; judge {SHIPPED_JUDGE.name} (validation ROC-AUC "
+          f"{judge.meta.get('metrics', {}).get('val_roc_auc', float('nan')):.3f}); K = {args.k}; "
+          f"{len(questions)} held-out GSM8K questions", flush=True)
+    runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), checker, out_dir, judge,
+                      max_new_tokens=args.max_new_tokens)
+    rows = summarize(runs, points, checker, [q.qid for q in questions])
+    write_summary(rows, out_dir, {"target": target.name, "draft": draft.name, "k": args.k, "questions": len(questions)})
+    png = plot_frontier(rows, out_dir / "frontier.png", f"demo: {len(questions)} held-out GSM8K questions, K = {args.k}")
+    print()
+    print(format_table(rows))
+    lossless = rows[0]
+    best = max((r for r in rows if r["method"] == "judge"), key=lambda r: (r["agreement"], r["tokens_per_cycle"]))
+    print(f"\nAutoJudge at {best['spec']}: {best['tokens_per_cycle'] / lossless['tokens_per_cycle']:.2f}x the tokens per "
+          f"target forward of lossless, answers equal to lossless on {best['agreement']:.0%} of the questions.")
+    print(f"frontier plot: {png}   ({time.perf_counter() - t0:.0f} s)")
+    return 0

@@ -1,0 +1,39 @@
+"""The frontier plot: answer agreement with the lossless run against tokens per target forward."""
+from __future__ import annotations
+
+from pathlib import Path
+
+COLORS = {"lossless": "black", "judge": "tab:red", "topk": "tab:blue", "typical": "tab:green",
+          "mtp": "tab:purple", "oracle": "tab:orange"}
+LABELS = {"lossless": "lossless", "judge": "AutoJudge", "topk": "top-K", "typical": "typical acceptance",
+          "mtp": "MTP relaxed", "oracle": "oracle (mined labels)"}
+
+
+def plot_frontier(rows: list[dict], path: str | Path, title: str = "") -> Path:
+    """One curve per method (points sorted by tokens per cycle); returns the PNG path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5), dpi=120)
+    ax = fig.add_subplot()
+    for method in COLORS:
+        pts = sorted((r["tokens_per_cycle"], r["agreement"], r["params"]) for r in rows if r["method"] == method)
+        if not pts:
+            continue
+        xs, ys, params = zip(*pts)
+        ax.plot(xs, ys, "o-" if len(pts) > 1 else "s", color=COLORS[method], label=LABELS[method], ms=5)
+        if method in ("judge", "topk"):
+            for x, y, prm in zip(xs, ys, params):
+                if prm:
+                    ax.annotate(prm, (x, y), textcoords="offset points", xytext=(3, -10), fontsize=7, color=COLORS[method])
+    ax.set_xlabel("tokens per target forward (accepted draft tokens + 1)")
+    ax.set_ylabel("final answers equal to the lossless run")
+    ax.set_ylim(min([0.5] + [r["agreement"] - 0.05 for r in rows]), 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title(title or "accuracy / speed frontier", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    return Path(path)

@@ -1,0 +1,34 @@
+"""`trtllm-autojudge generate`: answer one question with speculative decoding and show each cycle."""
+from __future__ import annotations
+
+import argparse
+
+from .backends.loading import add_model_args, load_pair
+from .data.prompt import prompt_ids
+from .evaluation.common import add_decoding_args, draft_tree, load_judge
+from .evaluation.methods import OperatingPoint
+from .decoding.speculative import speculative_generate
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="trtllm-autojudge generate", description=__doc__)
+    p.add_argument("question", help="the question (GSM8K style for the embedded pair)")
+    p.add_argument("--mode", default="judge", help="lossless, judge[@T], topk@K, typical@E,A or mtp@K,D")
+    p.add_argument("--cycles", action="store_true", help="print a line per verification cycle")
+    add_model_args(p)
+    add_decoding_args(p)
+    args = p.parse_args(argv)
+    point = OperatingPoint.parse(args.mode)
+    target, draft, tokenizer = load_pair(args)
+    judge = load_judge(args, target, draft, required=point.method == "judge")
+    out = speculative_generate(target, draft, prompt_ids(tokenizer, args.question), tree=draft_tree(args),
+                               rule=point.rule(judge), max_new_tokens=args.max_new_tokens, tokenizer=tokenizer)
+    print(out.text)
+    if args.cycles:
+        for i, c in enumerate(out.cycles):
+            print(f"cycle {i:3d}: accepted {c.accepted:2d} (judged {c.judged}) of {c.draft_nodes}")
+    s = out.summary()
+    print(f"\n[{point.spec}] {s['new_tokens']} tokens in {s['cycles']} target forwards: {s['tokens_per_cycle']:.2f} per "
+          f"forward, {s['judged_accepts']} judged accepts; draft {s['t_draft']:.2f} s, verify {s['t_verify']:.2f} s, "
+          f"accept {s['t_accept']:.2f} s")
+    return 0
