@@ -18,7 +18,6 @@ import numpy as np
 from ..decoding.acceptance import Acceptance
 from ..decoding.speculative import CycleMetrics, GenerationResult
 from ..decoding.tree import DraftTree
-from ..judge.head import JudgeHead
 from .packing import PackedCycle, pack_cycle
 
 
@@ -45,11 +44,6 @@ def check_thresholds(thresholds: float | Sequence[float], n: int) -> np.ndarray:
     if not np.all((t >= 0) & (t <= 1)):
         raise ValueError(f"thresholds must lie in [0, 1] (0 = lossless, judge off), got {t}")
     return t
-
-
-def judge_thresholds(head: JudgeHead, thresholds: float | Sequence[float] | None, n: int) -> np.ndarray:
-    """Per-request thresholds: the given ones, else the judge file's default for every request."""
-    return check_thresholds(head.threshold if thresholds is None else thresholds, n)
 
 
 def engine_generate(

@@ -1,0 +1,127 @@
+"""Build the TensorRT-LLM 1.2 draft and AutoJudge target engines (``trtllm-autojudge build-engines``).
+
+Steps, each one command (``--dry-run`` prints them and exits):
+1. convert the HF draft checkpoint (``python -m trtllm_autojudge.trt.convert``, TensorRT-LLM's
+   ``LLaMAForCausalLM.from_hugging_face``), ``--tp_size N`` ranks;
+2. convert the HF target the same way and write the ``autojudge`` block (judge file, plugin
+   library, limits) into its config.json;
+3. ``trtllm-build`` the draft: a stock engine with the paged KV cache, for ``ModelRunnerCpp``;
+4. ``trtllm-build`` the target with ``--model_cls_file trtllm_autojudge/trt/model_cls.py
+   --model_cls_name AutoJudgeLLaMAForCausalLM``: context-only (``--kv_cache_type disabled``), packed
+   rows, the AutoJudgeAccept plugin after the LM head.
+
+The draft tree is a chain tree (``--depth D --width W``: the greedy chain plus W-1 leaf siblings
+per depth, see trtllm_autojudge/trt/packing.py); the engines are sized for it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from trtllm_autojudge.trt import model_cls_path
+from trtllm_autojudge.trt.io_spec import EngineBlock, engine_block
+from trtllm_autojudge.trt.packing import chain_tree
+
+MODEL_CLS_NAME = "AutoJudgeLLaMAForCausalLM"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="trtllm-autojudge build-engines", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--draft_model_dir", required=True, help="Hugging Face draft checkpoint (Llama family)")
+    ap.add_argument("--target_model_dir", required=True, help="Hugging Face target checkpoint (Llama family)")
+    ap.add_argument("--judge", required=True, help="judge file (trtllm-autojudge train), setup DT or DD-DT")
+    ap.add_argument("--plugin_lib", required=True, help="libautojudge_trt_plugin.so (trtllm-autojudge build-plugin)")
+    ap.add_argument("--output_dir", required=True, help="writes ckpt/{draft,target} and engines/{draft,target}")
+    ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks of both engines (mpirun -n N)")
+    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    ap.add_argument("--max_requests", type=int, default=8, help="sequences verified per cycle")
+    ap.add_argument("--depth", type=int, default=8, help="D: draft tokens along the greedy chain")
+    ap.add_argument("--width", type=int, default=1, help="W: draft candidates per depth (1 = plain chain)")
+    ap.add_argument("--max_input_len", type=int, default=1024, help="longest prompt in tokens")
+    ap.add_argument("--max_new_tokens", type=int, default=512, help="longest generation in tokens")
+    ap.add_argument("--python", default=sys.executable, help="interpreter that runs the conversion")
+    ap.add_argument("--trtllm_build", default="trtllm-build", help="the trtllm-build executable")
+    ap.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+                    help="print the commands and the autojudge block, run nothing")
+    args = ap.parse_args(argv)
+    for name in ("tp_size", "max_requests", "depth", "width", "max_input_len", "max_new_tokens"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be >= 1")
+    return args
+
+
+def target_block(args: argparse.Namespace) -> EngineBlock:
+    tree = chain_tree(args.depth, args.width)
+    return engine_block(args.judge, args.plugin_lib, max_requests=args.max_requests, max_draft_nodes=tree.num_nodes,
+                        max_paths=len(tree.paths), max_path_len=tree.max_depth + 1)
+
+
+def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Path) -> list[list[str]]:
+    """The four commands, in order (see the module docstring)."""
+    out = Path(args.output_dir).resolve()
+    ckpt, engines = out / "ckpt", out / "engines"
+    longest = args.max_input_len + args.max_new_tokens + args.depth  # prefix + one path of draft tokens
+    convert = [args.python, "-m", "trtllm_autojudge.trt.convert", "--dtype", args.dtype, "--tp_size", str(args.tp_size)]
+    plugins = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
+    return [
+        convert + ["--model_dir", str(Path(args.draft_model_dir).resolve()), "--output_dir", str(ckpt / "draft")],
+        convert + ["--model_dir", str(Path(args.target_model_dir).resolve()), "--output_dir", str(ckpt / "target"),
+                   "--autojudge_block", str(block_file)],
+        [args.trtllm_build, "--checkpoint_dir", str(ckpt / "draft"), "--output_dir", str(engines / "draft"), *plugins,
+         "--max_batch_size", str(args.max_requests), "--max_input_len", str(args.max_input_len + args.max_new_tokens),
+         "--max_seq_len", str(longest)],
+        [args.trtllm_build, "--checkpoint_dir", str(ckpt / "target"), "--output_dir", str(engines / "target"),
+         "--model_cls_file", str(model_cls_path()), "--model_cls_name", MODEL_CLS_NAME, *plugins,
+         "--kv_cache_type", "disabled", "--multiple_profiles", "disable",
+         "--max_batch_size", str(block.max_rows), "--max_input_len", str(longest), "--max_seq_len", str(longest),
+         "--max_num_tokens", str(block.max_rows * longest)],
+    ]
+
+
+def check_inputs(args: argparse.Namespace, block: EngineBlock) -> None:
+    """Refuse a judge that does not fit the models before any long conversion starts."""
+    from trtllm_autojudge.trt.fields import engine_plugin_fields
+
+    sizes = {}
+    for role, d in (("draft", args.draft_model_dir), ("target", args.target_model_dir)):
+        cfg = Path(d) / "config.json"
+        if not cfg.is_file():
+            raise FileNotFoundError(f"{cfg} does not exist: --{role}_model_dir must be a Hugging Face checkpoint")
+        sizes[role] = int(json.loads(cfg.read_text())["hidden_size"])
+    engine_plugin_fields(block.judge_file, block.max_path_len, "accept", target_hidden=sizes["target"],
+                         draft_hidden=sizes["draft"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    block = target_block(args)
+    block_file = Path(args.output_dir).resolve() / "autojudge_block.json"
+    commands = engine_commands(args, block, block_file)
+    if args.dry_run:
+        print(f"# {block_file}\n{json.dumps(block.to_json(), indent=2)}")
+        for cmd in commands:
+            print(shlex.join(cmd))
+        return 0
+    if importlib.util.find_spec("tensorrt_llm") is None:
+        print("tensorrt_llm is not importable: building engines needs a GPU host with `pip install "
+              "tensorrt-llm==1.2.*` (docs/deploy.md). `--dry-run` prints the commands without it.", file=sys.stderr)
+        return 2
+    check_inputs(args, block)
+    block_file.parent.mkdir(parents=True, exist_ok=True)
+    block_file.write_text(json.dumps(block.to_json(), indent=2))
+    for cmd in commands:
+        print(f"+ {shlex.join(cmd)}", flush=True)
+        done = subprocess.run(cmd)
+        if done.returncode != 0:
+            print(f"command failed with status {done.returncode}: {shlex.join(cmd)}", file=sys.stderr)
+            return done.returncode
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Run the TensorRT-LLM 1.2 engines: a stock draft engine and the AutoJudge target engine.
+
+``mpirun -n N python -m trtllm_autojudge.backends.trtllm_runner --draft_engine_dir ... \\
+    --target_engine_dir ... --tokenizer_dir ... --prompt "..." [--threshold 0.3]``
+
+- Drafting: :class:`EngineDrafter` runs the draft engine through ``ModelRunnerCpp`` (as
+  ``examples/run.py::run_draft_target_model`` does): D greedy tokens per request, and the draft's
+  generation logits for the top-W siblings of a chain tree. Rank 0 gets the result and broadcasts
+  it (``ModelRunnerCpp.generate`` returns nothing on the other ranks).
+- Verifying: :class:`EngineTargetVerifier` runs the AutoJudge target engine with
+  ``tensorrt_llm.runtime.Session`` on every rank (the Python runtime's classes refuse engine inputs
+  they do not know); the plugin returns accepted tokens, lengths, best path and judged counts.
+- The loop, per-request thresholds and per-request metrics: :func:`trtllm_autojudge.trt.loop.engine_generate`.
+
+Nothing here imports TensorRT-LLM before a class is built; none of it has run on this project's
+machines (no TensorRT). The pure parts it relies on are tested on CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..decoding.acceptance import Acceptance
+from ..decoding.tree import DraftTree
+from ..judge.head import JudgeHead
+from ..trt.io_spec import ENGINE_OUTPUTS, EngineBlock
+from ..trt.library import load_plugin_library
+from ..trt.loop import DraftProposal, check_thresholds, engine_generate
+from ..trt.packing import PackedCycle, chain_tree, chain_width, engine_feed, tree_from_chain
+from ..trt.tp import check_rank_agreement
+
+
+def _require_tensorrt_llm():
+    try:
+        import tensorrt_llm
+    except ImportError as e:
+        raise ImportError("tensorrt_llm is not importable: the engine runner needs a GPU host with "
+                          "tensorrt-llm==1.2.* (docs/deploy.md)") from e
+    return tensorrt_llm
+
+
+class EngineDrafter:
+    """Chain-tree drafts from a stock draft engine (``ModelRunnerCpp``, leader mode under MPI)."""
+
+    def __init__(self, engine_dir: str | Path, *, rank: int, end_id: int, pad_id: int, max_batch_size: int,
+                 max_input_len: int, max_output_len: int):
+        _require_tensorrt_llm()
+        from tensorrt_llm.runtime import ModelRunnerCpp
+
+        self.rank, self.end_id, self.pad_id = rank, end_id, pad_id
+        config = json.loads((Path(engine_dir) / "config.json").read_text())
+        self.vocab_size = int(config["pretrained_config"]["vocab_size"])
+        self.runner = ModelRunnerCpp.from_dir(engine_dir=str(engine_dir), rank=rank, max_batch_size=max_batch_size,
+                                              max_input_len=max_input_len, max_output_len=max_output_len,
+                                              kv_cache_enable_block_reuse=True)
+
+    def propose(self, prefixes: list[list[int]], tree: DraftTree, need_hidden: bool) -> DraftProposal:
+        import torch
+        from tensorrt_llm._utils import mpi_broadcast
+
+        if need_hidden:
+            raise ValueError("a stock draft engine does not return hidden states, so the engine path runs DT judges "
+                             "only; run a DD-DT judge with the reference runtime or the PyTorch-backend path")
+        D, W = tree.max_depth, chain_width(tree)
+        drafted = None
+        if self.rank == 0:
+            out = self.runner.generate(batch_input_ids=[torch.tensor(p, dtype=torch.int32) for p in prefixes],
+                                       max_new_tokens=D, end_id=self.end_id, pad_id=self.pad_id, top_k=1,
+                                       return_dict=True, output_sequence_lengths=True, output_generation_logits=W > 1)
+            drafted = draft_from_outputs(prefixes, out["output_ids"][:, 0].cpu().numpy(),
+                                         out["sequence_lengths"][:, 0].cpu().numpy(),
+                                         out["generation_logits"][:, 0].float() if W > 1 else None, D, W,
+                                         self.vocab_size, self.end_id)
+        chain, topk, valid = mpi_broadcast(drafted, 0)
+        node_tokens, draft_lens = tree_from_chain(chain, topk, valid, tree)
+        return DraftProposal(node_tokens, draft_lens, None, forwards=D)
+
+
+def draft_from_outputs(prefixes, output_ids: np.ndarray, sequence_lengths: np.ndarray, generation_logits, depth: int,
+                       width: int, vocab_size: int, end_id: int):
+    """Chain [B, D], top-W [B, D, W] (or None) and valid depth [B] from ``ModelRunnerCpp.generate``.
+
+    ``output_ids`` [B, max_seq] holds prompt + generated tokens, ``sequence_lengths`` [B] their
+    count, ``generation_logits`` [B, D, V_padded] (torch) the draft's logits per generated step.
+    """
+    B = len(prefixes)
+    chain = np.full((B, depth), end_id, np.int64)
+    valid = np.zeros(B, np.int64)
+    for b, p in enumerate(prefixes):
+        n = int(min(max(int(sequence_lengths[b]) - len(p), 0), depth))
+        chain[b, :n] = output_ids[b, len(p): len(p) + n]
+        valid[b] = n
+    topk = None
+    if width > 1:
+        topk = generation_logits[:, :depth, :vocab_size].topk(width, dim=-1).indices.cpu().numpy()  # [B, D, W]
+    return chain, topk, valid
+
+
+class EngineTargetVerifier:
+    """The AutoJudge target engine through ``tensorrt_llm.runtime.Session`` (every MPI rank)."""
+
+    def __init__(self, engine_dir: str | Path, *, rank: int, check_ranks: bool = False):
+        _require_tensorrt_llm()
+        import tensorrt as trt
+        import torch
+        from tensorrt_llm import Mapping
+        from tensorrt_llm._utils import mpi_world_size
+        from tensorrt_llm.runtime.session import Session
+
+        engine_dir = Path(engine_dir)
+        config = json.loads((engine_dir / "config.json").read_text())
+        self.block = EngineBlock.from_engine_config(config)
+        head = JudgeHead.load(self.block.judge_file)
+        self.needs_draft_hidden = "DD" in head.blocks
+        self.default_threshold = head.threshold
+        pretrained, build = config["pretrained_config"], config["build_config"]
+        m = pretrained["mapping"]
+        world, tp, gpus_per_node = int(m["world_size"]), int(m["tp_size"]), int(m.get("gpus_per_node", 8))
+        if mpi_world_size() != world:
+            raise RuntimeError(f"the target engine was built for {world} ranks; launch with `mpirun -n {world}`")
+        self.num_layers = int(pretrained["num_hidden_layers"])
+        self.max_input_len, self.max_seq_len = int(build["max_input_len"]), int(build["max_seq_len"])
+        torch.cuda.set_device(rank % gpus_per_node)
+        load_plugin_library(self.block.plugin_library)  # before deserializing: the engine holds the plugin
+        self.session = Session.from_serialized_engine((engine_dir / f"rank{rank}.engine").read_bytes())
+        engine = self.session.engine
+        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        self.inputs = {n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT}
+        self.workspace = None
+        if "all_reduce_workspace" in self.inputs:
+            from tensorrt_llm.plugin.plugin import CustomAllReduceHelper
+
+            mapping = Mapping(world_size=world, rank=rank, tp_size=tp, pp_size=1, gpus_per_node=gpus_per_node)
+            self._ipc_buffers, self.workspace = CustomAllReduceHelper.allocate_workspace(
+                mapping, CustomAllReduceHelper.max_workspace_size_auto(tp))
+        self.stream = torch.cuda.Stream()
+        self.comm = None
+        if check_ranks:
+            from mpi4py import MPI
+
+            self.comm = MPI.COMM_WORLD
+
+    def verify(self, cycle: PackedCycle) -> Acceptance:
+        import torch
+        from tensorrt_llm._utils import torch_dtype_to_trt, trt_dtype_to_torch
+        from tensorrt_llm.runtime.session import TensorInfo
+
+        engine = self.session.engine
+        feed = engine_feed(cycle, self.num_layers, self.max_input_len, self.max_seq_len)
+        missing = self.inputs - set(feed) - {"all_reduce_workspace"}
+        if missing:
+            raise RuntimeError(f"the target engine has inputs this runner does not fill: {sorted(missing)}; rebuild it "
+                               f"with build_scripts/build_engines.py (context-only, packed rows)")
+        tensors = {}
+        for name, (array, on_host) in feed.items():
+            if name not in self.inputs:
+                continue  # e.g. last_token_ids when the engine gathers context logits
+            t = torch.from_numpy(np.ascontiguousarray(array)).to(trt_dtype_to_torch(engine.get_tensor_dtype(name)))
+            tensors[name] = t if on_host else t.cuda()
+        if self.workspace is not None:
+            tensors["all_reduce_workspace"] = self.workspace
+        infos = [TensorInfo(n, torch_dtype_to_trt(t.dtype), tuple(t.shape)) for n, t in tensors.items()]
+        outputs = {o.name: torch.empty(tuple(o.shape), dtype=trt_dtype_to_torch(o.dtype), device="cuda")
+                   for o in self.session.infer_shapes(infos)}
+        if not self.session.run(tensors, outputs, self.stream.cuda_stream):
+            raise RuntimeError("executing the AutoJudge target engine failed (TensorRT's log says why)")
+        self.stream.synchronize()
+        got = {name: outputs[name].cpu().numpy() for name in ENGINE_OUTPUTS}
+        acc = Acceptance(accepted_len=got["accepted_lens"], best_path=got["best_path"],
+                         accepted_tokens=got["accepted_tokens"], judged_count=got["judged_count"])
+        if self.comm is not None:
+            check_rank_agreement(self.comm, acc)
+        return acc
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.backends.trtllm_runner",
+                                 description="Speculative decoding with the AutoJudge TensorRT-LLM 1.2 engines")
+    ap.add_argument("--draft_engine_dir", required=True)
+    ap.add_argument("--target_engine_dir", required=True)
+    ap.add_argument("--tokenizer_dir", required=True, help="Hugging Face tokenizer of the pair")
+    ap.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
+    ap.add_argument("--prompts_file", help="JSONL with 'prompt' and optional per-request 'threshold'")
+    ap.add_argument("--threshold", type=float, help="threshold for requests that set none (default: the judge's)")
+    ap.add_argument("--depth", type=int, help="D (default: the engine's longest path)")
+    ap.add_argument("--width", type=int, default=1, help="W: candidates per depth, a chain tree")
+    ap.add_argument("--max_new_tokens", type=int, default=256)
+    ap.add_argument("--check_ranks", action="store_true", help="compare every cycle's decision across TP ranks")
+    ap.add_argument("--output", help="JSONL of per-request results (rank 0)")
+    return ap.parse_args(argv)
+
+
+def read_requests(args: argparse.Namespace) -> tuple[list[str], list[float | None]]:
+    prompts, thresholds = list(args.prompt), [None] * len(args.prompt)
+    if args.prompts_file:
+        for line in Path(args.prompts_file).read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                prompts.append(row["prompt"])
+                thresholds.append(row.get("threshold"))
+    if not prompts:
+        raise ValueError("give at least one --prompt or a --prompts_file")
+    return prompts, thresholds
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    texts, per_request = read_requests(args)
+    try:
+        _require_tensorrt_llm()
+    except ImportError as e:
+        print(e, file=sys.stderr)
+        return 2
+    from tensorrt_llm._utils import mpi_rank
+    from transformers import AutoTokenizer
+
+    rank = mpi_rank()
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
+    prompts = [tokenizer.encode(t) for t in texts]
+    verifier = EngineTargetVerifier(args.target_engine_dir, rank=rank, check_ranks=args.check_ranks)
+    block = verifier.block
+    tree = chain_tree(args.depth or block.max_path_len - 1, args.width)
+    if tree.num_nodes > block.max_draft_nodes or len(tree.paths) > block.max_paths or tree.max_depth + 1 > block.max_path_len:
+        raise ValueError(f"the tree (N={tree.num_nodes}, P={len(tree.paths)}, D={tree.max_depth}) exceeds the engine's "
+                         f"limits {block}: rebuild with build_engines.py --depth/--width")
+    default = args.threshold if args.threshold is not None else verifier.default_threshold
+    thresholds = check_thresholds([default if t is None else t for t in per_request], len(prompts))
+    eos = tokenizer.eos_token_id
+    drafter = EngineDrafter(args.draft_engine_dir, rank=rank, end_id=eos, pad_id=tokenizer.pad_token_id or eos,
+                            max_batch_size=len(prompts), max_input_len=max(map(len, prompts)) + args.max_new_tokens,
+                            max_output_len=tree.max_depth)
+    results = []
+    for start in range(0, len(prompts), block.max_requests):
+        batch = slice(start, start + block.max_requests)
+        results += engine_generate(drafter, verifier, prompts[batch], tree=tree, thresholds=thresholds[batch],
+                                   max_new_tokens=args.max_new_tokens, stop_ids=[eos])
+    if rank == 0:
+        rows = [dict(prompt=t, threshold=float(th), text=tokenizer.decode(r.tokens, skip_special_tokens=True),
+                     **r.summary()) for t, th, r in zip(texts, thresholds, results)]
+        out = open(args.output, "w") if args.output else sys.stdout
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+        if args.output:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

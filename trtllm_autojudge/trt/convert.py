@@ -1,0 +1,67 @@
+"""Convert a Hugging Face Llama checkpoint to a TensorRT-LLM 1.2 checkpoint (``rank{r}.safetensors``
++ ``config.json``), and for the target write the ``autojudge`` block into its config.
+
+``python -m trtllm_autojudge.trt.convert --model_dir HF --output_dir CKPT --dtype float16 --tp_size N
+[--autojudge_block block.json]``
+
+The conversion is TensorRT-LLM's own: per rank, ``LLaMAForCausalLM.from_hugging_face(model_dir,
+dtype, mapping=Mapping(world_size=N, rank=r, tp_size=N, pp_size=1))`` then
+``save_checkpoint(output_dir, save_config=(rank == 0))`` -- what
+``examples/models/core/llama/convert_checkpoint.py`` does for an unquantized model (that script is
+not in the wheel, the API is). Quantized conversions: use that script, then add the block with
+:func:`write_autojudge_block`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .io_spec import BLOCK_KEY, EngineBlock
+
+
+def write_autojudge_block(checkpoint_dir: str | Path, block: EngineBlock) -> Path:
+    """Add (or replace) the ``autojudge`` block in a TensorRT-LLM checkpoint's config.json."""
+    path = Path(checkpoint_dir) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: convert the checkpoint first")
+    config = json.loads(path.read_text())
+    config[BLOCK_KEY] = block.to_json()
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.convert", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model_dir", required=True, help="Hugging Face Llama checkpoint directory")
+    ap.add_argument("--output_dir", required=True, help="TensorRT-LLM checkpoint directory to write")
+    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
+    ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks (one rank{r}.safetensors each)")
+    ap.add_argument("--autojudge_block", help="JSON file with the target's autojudge block (target only)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    block = EngineBlock.from_dict(json.loads(Path(args.autojudge_block).read_text())) if args.autojudge_block else None
+    try:
+        from tensorrt_llm import Mapping
+        from tensorrt_llm.models import LLaMAForCausalLM
+    except ImportError as e:
+        print(f"tensorrt_llm is not importable ({e}): converting checkpoints needs tensorrt-llm==1.2.* on a GPU host "
+              f"(docs/deploy.md)", file=sys.stderr)
+        return 2
+    Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+    for rank in range(args.tp_size):
+        mapping = Mapping(world_size=args.tp_size, rank=rank, tp_size=args.tp_size, pp_size=1)
+        model = LLaMAForCausalLM.from_hugging_face(args.model_dir, args.dtype, mapping=mapping)
+        model.save_checkpoint(args.output_dir, save_config=(rank == 0))
+        del model
+    if block is not None:
+        write_autojudge_block(args.output_dir, block)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
