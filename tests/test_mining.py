@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from positional_lm import PositionalLM
 from tiny_models import VOCAB, tiny_pair
 from trtllm_autojudge.mining.checkers import CodeChecker, GSM8KChecker, load_checker
+from trtllm_autojudge.mining.batched import BatchedLabelMiner
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.run import mine_prompts
 from trtllm_autojudge.mining.store import read_records, unimportant_map
@@ -174,3 +175,19 @@ def test_load_checker_by_name_and_path():
     assert load_checker("trtllm_autojudge.mining.checkers:ExactMatchChecker").name == "exact"
     with pytest.raises(ValueError, match="unknown checker"):
         load_checker("nope")
+
+
+def test_batched_mining_equals_plain_algorithm_in_float64():
+    target, draft = tiny_pair(seed=3, dtype=torch.float64)
+    checker = KeyTokens(window=10)
+    config = MiningConfig(max_new_tokens=24)
+    plain = LabelMiner(target, draft, checker, decode, MiningConfig(24, early_stop=False, reuse_cache=False))
+    fast = LabelMiner(target, draft, checker, decode, config)
+    prompts = [(pid, p[: 2 + i % 4], None) for i, (pid, p, _) in enumerate(tiny_prompts(7, seed=4))]  # ragged
+    got = {}
+    BatchedLabelMiner(target, draft, checker, decode, config, batch_size=3).mine_many(prompts, lambda r: got.update({r["id"]: r}))
+    assert sorted(got) == sorted(pid for pid, _, _ in prompts)
+    for pid, prompt, _ in prompts:
+        ref = plain.mine(prompt)
+        assert got[pid]["labels"] == ref["labels"] and got[pid]["alt_answers"] == ref["alt_answers"]
+        assert got[pid]["final_ids"] == fast.mine(prompt)["final_ids"]  # both stop once the answer is fixed

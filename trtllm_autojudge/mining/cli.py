@@ -9,6 +9,7 @@ import sys
 from ..backends.loading import add_model_args, load_pair
 from ..data.prompt import prompt_ids
 from ..data.sources import add_problem_args, load_problems
+from .batched import BatchedLabelMiner
 from .checkers import load_checker
 from .miner import LabelMiner, MiningConfig
 from .mpi import world
@@ -26,14 +27,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--no-early-stop", action="store_true", help="regenerate to EOS/budget (the plain algorithm)")
     p.add_argument("--no-cache-reuse", action="store_true", help="recompute every prefix (the plain algorithm)")
+    p.add_argument("--batch-size", type=int, default=1,
+                   help="prompts mined together (target regenerations batched; >1 may flip float32 near-ties)")
     add_model_args(p)
     add_problem_args(p, split="train", variants=2)
     args = p.parse_args(argv)
     target, draft, tokenizer = load_pair(args)
     checker = load_checker(args.checker)
     problems = load_problems(args)
-    miner = LabelMiner(target, draft, checker, lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
-                       MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse))
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse)
+    if args.batch_size > 1:
+        miner = BatchedLabelMiner(target, draft, checker, decode, config, args.batch_size)
+    else:
+        miner = LabelMiner(target, draft, checker, decode, config)
     prompts = [(problem_id(pr.question), prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
     stats = mine_prompts(miner, prompts, args.out)
     if world()[0] == 0:

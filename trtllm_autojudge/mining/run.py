@@ -10,13 +10,14 @@ from typing import Sequence
 
 from tqdm import tqdm
 
+from .batched import BatchedLabelMiner
 from .miner import LabelMiner
 from .mpi import shard_path, world
 from .store import append_record, read_records, repair_tail
 
 
 def mine_prompts(
-    miner: LabelMiner,
+    miner: LabelMiner | BatchedLabelMiner,
     prompts: Sequence[tuple[str, list[int], dict | None]],  # (id, prompt_ids, example)
     out: str | Path,
     progress: bool = True,
@@ -33,17 +34,21 @@ def mine_prompts(
     todo = [p for i, p in enumerate(prompts) if i % size == rank and str(p[0]) not in done]
     stats = {"prompts": 0, "labels": 0, "important": 0, "target_forwarded_tokens": 0, "draft_forwarded_tokens": 0}
     t0 = time.perf_counter()
-    bar = tqdm(todo, desc=f"mining (rank {rank}/{size})" if size > 1 else "mining", unit="prompt",
+    bar = tqdm(total=len(todo), desc=f"mining (rank {rank}/{size})" if size > 1 else "mining", unit="prompt",
                disable=not progress, file=sys.stderr)
-    for pid, prompt_ids, example in bar:
-        rec = miner.mine(prompt_ids, example, record_id=str(pid))
+
+    def on_record(rec: dict) -> None:
         append_record(shard, rec)
         stats["prompts"] += 1
         stats["labels"] += len(rec["labels"])
         stats["important"] += sum(lab[1] for lab in rec["labels"])
         for k in ("target_forwarded_tokens", "draft_forwarded_tokens"):
             stats[k] += rec["cost"][k]
+        bar.update()
         bar.set_postfix(labels=stats["labels"])
+
+    miner.mine_many(todo, on_record)
+    bar.close()
     stats["seconds"] = time.perf_counter() - t0
     if comm is not None:
         all_stats = comm.gather(stats, root=0)
