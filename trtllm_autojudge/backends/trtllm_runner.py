@@ -29,6 +29,7 @@ from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
 from ..trt.io_spec import ENGINE_OUTPUTS, EngineBlock
 from ..trt.library import load_plugin_library
+from ..trt.drafts import draft_from_outputs
 from ..trt.loop import DraftProposal, check_thresholds, engine_generate
 from ..trt.packing import PackedCycle, chain_tree, chain_width, engine_feed, tree_from_chain
 from ..trt.tp import check_rank_agreement
@@ -73,31 +74,11 @@ class EngineDrafter:
                                        return_dict=True, output_sequence_lengths=True, output_generation_logits=W > 1)
             drafted = draft_from_outputs(prefixes, out["output_ids"][:, 0].cpu().numpy(),
                                          out["sequence_lengths"][:, 0].cpu().numpy(),
-                                         out["generation_logits"][:, 0].float() if W > 1 else None, D, W,
+                                         out["generation_logits"][:, 0].float().cpu().numpy() if W > 1 else None, D, W,
                                          self.vocab_size, self.end_id)
         chain, topk, valid = mpi_broadcast(drafted, 0)
         node_tokens, draft_lens = tree_from_chain(chain, topk, valid, tree)
         return DraftProposal(node_tokens, draft_lens, None, forwards=D)
-
-
-def draft_from_outputs(prefixes, output_ids: np.ndarray, sequence_lengths: np.ndarray, generation_logits, depth: int,
-                       width: int, vocab_size: int, end_id: int):
-    """Chain [B, D], top-W [B, D, W] (or None) and valid depth [B] from ``ModelRunnerCpp.generate``.
-
-    ``output_ids`` [B, max_seq] holds prompt + generated tokens, ``sequence_lengths`` [B] their
-    count, ``generation_logits`` [B, D, V_padded] (torch) the draft's logits per generated step.
-    """
-    B = len(prefixes)
-    chain = np.full((B, depth), end_id, np.int64)
-    valid = np.zeros(B, np.int64)
-    for b, p in enumerate(prefixes):
-        n = int(min(max(int(sequence_lengths[b]) - len(p), 0), depth))
-        chain[b, :n] = output_ids[b, len(p): len(p) + n]
-        valid[b] = n
-    topk = None
-    if width > 1:
-        topk = generation_logits[:, :depth, :vocab_size].topk(width, dim=-1).indices.cpu().numpy()  # [B, D, W]
-    return chain, topk, valid
 
 
 class EngineTargetVerifier:

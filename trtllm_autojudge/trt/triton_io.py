@@ -1,0 +1,56 @@
+"""Tensor names of the Triton AutoJudge models and the conversions between them and the loop's types.
+
+Shared by the config generator (:mod:`.triton_config`) and the Python-backend models that run in
+Triton (``triton_models/``), so a name cannot differ between a config and its model.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..decoding.acceptance import Acceptance
+from .packing import PackedCycle
+
+# autojudge_target: one verification cycle in, the plugin's outputs back (no batch dimension).
+CYCLE_TENSORS = {  # name -> (Triton data type, dims)
+    "input_ids": ("TYPE_INT32", [-1]),  # [T]
+    "position_ids": ("TYPE_INT32", [-1]),  # [T]
+    "context_lengths": ("TYPE_INT32", [-1]),  # [R]
+    "row_request": ("TYPE_INT32", [-1]),  # [R]
+    "node_rows": ("TYPE_INT32", [-1]),  # [B*(N+1)]
+    "draft_tokens": ("TYPE_INT32", [-1, -1]),  # [B, N]
+    "draft_lens": ("TYPE_INT32", [-1]),  # [B]
+    "paths": ("TYPE_INT32", [-1, -1, -1]),  # [B, P, D+1]
+    "threshold": ("TYPE_FP32", [-1]),  # [B]
+}
+ACCEPTANCE_TENSORS = {
+    "accepted_tokens": ("TYPE_INT32", [-1, -1]),  # [B, D+1]
+    "accepted_lens": ("TYPE_INT32", [-1]),  # [B]
+    "best_path": ("TYPE_INT32", [-1]),  # [B]
+    "judged_count": ("TYPE_INT32", [-1]),  # [B]
+}
+_NUMPY = {"TYPE_INT32": np.int32, "TYPE_FP32": np.float32}
+
+
+def cycle_to_tensors(cycle: PackedCycle) -> dict[str, np.ndarray]:
+    if cycle.draft_hidden is not None:
+        raise ValueError("the Triton target model runs DT judges (the stock draft engine gives no hidden states)")
+    return {name: np.ascontiguousarray(getattr(cycle, name), _NUMPY[kind]) for name, (kind, _) in CYCLE_TENSORS.items()}
+
+
+def tensors_to_cycle(tensors: dict[str, np.ndarray]) -> PackedCycle:
+    missing = set(CYCLE_TENSORS) - set(tensors)
+    if missing:
+        raise ValueError(f"autojudge_target request lacks {sorted(missing)}")
+    return PackedCycle(**{name: np.asarray(tensors[name], _NUMPY[kind]) for name, (kind, _) in CYCLE_TENSORS.items()})
+
+
+def acceptance_to_tensors(acc: Acceptance) -> dict[str, np.ndarray]:
+    return {"accepted_tokens": acc.accepted_tokens.astype(np.int32), "accepted_lens": acc.accepted_len.astype(np.int32),
+            "best_path": acc.best_path.astype(np.int32), "judged_count": acc.judged_count.astype(np.int32)}
+
+
+def tensors_to_acceptance(tensors: dict[str, np.ndarray]) -> Acceptance:
+    return Acceptance(accepted_len=np.asarray(tensors["accepted_lens"], np.int32),
+                      best_path=np.asarray(tensors["best_path"], np.int32),
+                      accepted_tokens=np.asarray(tensors["accepted_tokens"], np.int32),
+                      judged_count=np.asarray(tensors["judged_count"], np.int32))
