@@ -1,0 +1,140 @@
+"""AutoJudge in TensorRT-LLM's PyTorch backend: judge-gated draft acceptance inside ``TorchSampler``.
+
+Written against ``tensorrt_llm/_torch/pyexecutor/sampler.py`` of the 1.2 line (the version whose
+``TorchSampler.process_draft_tokens(request, new_tokens_tensor, new_tokens_list,
+resource_manager=None)`` dispatches to ``_process_draft_tokens_greedy`` / ``_tree`` /
+``_rejection_sampling``; docs/deploy.md names the file versions read). Not run here: no machine of
+this project has TensorRT-LLM. There is no acceptance hook upstream, so :func:`enable_autojudge`
+wraps three things in the current process:
+
+1. a forward pre-hook on every ``LMHead`` (``torch.nn.modules.module.register_module_forward_pre_hook``)
+   keeps the LM head's input rows: the target's final-norm hidden states, one row per logits row;
+2. ``TorchSampler.sample_async``: after sampling, for each generation request with draft tokens it
+   scores the judge on that request's ``1 + draft_len`` rows and stores the ``relaxed`` mask on the
+   request (``update_requests`` runs later, when the hidden rows may be gone);
+3. ``TorchSampler.process_draft_tokens``: for greedy requests with a mask it accepts with
+   :func:`~trtllm_autojudge.backends.pytorch_backend.judged_step` (chains and ``eagle_paths`` trees),
+   writes each accepted draft token into ``new_tokens`` (as the rejection-sampling branch does) and
+   appends it; other requests go to the original method.
+
+Use (one process, TP 1; the hooks do not reach TensorRT-LLM's MPI worker processes)::
+
+    os.environ["TLLM_WORKER_USE_SINGLE_PROCESS"] = "1"   # run the executor in this process
+    stats = enable_autojudge("judge.safetensors", threshold=0.3)
+    llm = LLM(model=TARGET, speculative_config=DraftTargetDecodingConfig(max_draft_len=8, speculative_model=DRAFT),
+              disable_overlap_scheduler=True, cuda_graph_config=None)
+
+CUDA graphs must be off (a hook does not run when a graph replays) and so must the overlap scheduler
+(it launches the next forward before ``update_requests``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..judge.head import JudgeHead
+from .pytorch_backend import JudgeScorer, generation_row_offsets, judged_step
+
+
+@dataclass
+class AutoJudgeStats:
+    """Per-request metrics, keyed by the request's id: cycles, accepted and judged draft tokens."""
+
+    cycles: dict = field(default_factory=dict)
+    accepted: dict = field(default_factory=dict)
+    judged: dict = field(default_factory=dict)
+
+    def add(self, request_id, accepted: int, judged: int) -> None:
+        self.cycles[request_id] = self.cycles.get(request_id, 0) + 1
+        self.accepted[request_id] = self.accepted.get(request_id, 0) + accepted
+        self.judged[request_id] = self.judged.get(request_id, 0) + judged
+
+
+class _LMHeadRows:
+    """Input rows of the most recent ``LMHead`` call per hidden width."""
+
+    def __init__(self, lm_head_cls):
+        self.lm_head_cls, self.last = lm_head_cls, {}
+
+    def __call__(self, module, args):
+        if isinstance(module, self.lm_head_cls) and args and isinstance(args[0], torch.Tensor):
+            self.last[int(args[0].shape[-1])] = args[0].detach()
+
+
+_installed: dict = {}
+
+
+def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = None) -> AutoJudgeStats:
+    """Install the judge into ``TorchSampler`` for this process; returns the live metrics."""
+    try:
+        from tensorrt_llm._torch.modules.embedding import LMHead
+        from tensorrt_llm._torch.pyexecutor import sampler as sampler_mod
+        from tensorrt_llm._torch.pyexecutor.sampler import TorchSampler
+    except ImportError as e:
+        raise ImportError("tensorrt_llm (PyTorch backend, 1.2 line) is not importable: this integration runs on a "
+                          "GPU host with tensorrt-llm installed") from e
+    if _installed:
+        raise RuntimeError("AutoJudge is already enabled in this process: call disable_autojudge() first")
+    head = judge if isinstance(judge, JudgeHead) else JudgeHead.load(judge)
+    scorer, stats = JudgeScorer(head, threshold), AutoJudgeStats()
+    rows = _LMHeadRows(LMHead)
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(rows)
+    orig_sample, orig_process = TorchSampler.sample_async, TorchSampler.process_draft_tokens
+    draft_len = sampler_mod.get_draft_token_length
+
+    def sample_async(self, scheduled_requests, model_outputs, num_context_logits_prefix_sum, *args, **kwargs):
+        state = orig_sample(self, scheduled_requests, model_outputs, num_context_logits_prefix_sum, *args, **kwargs)
+        gen = [r for r in scheduled_requests.generation_requests if draft_len(r) > 0]
+        if gen:
+            hidden = rows.last.get(scorer.target_hidden)
+            n_logits = int(model_outputs["logits"].shape[0])
+            if hidden is None or hidden.shape[0] != n_logits:
+                raise RuntimeError(f"AutoJudge found no LM-head input of width {scorer.target_hidden} with "
+                                   f"{n_logits} rows for this step: run with cuda_graph_config=None and a target whose "
+                                   f"hidden size matches the judge")
+            n_ctx = len(scheduled_requests.context_requests)
+            ctx_rows = num_context_logits_prefix_sum[n_ctx] if len(num_context_logits_prefix_sum) == n_ctx + 1 else n_ctx
+            for req, start in zip(gen, generation_row_offsets(ctx_rows, [draft_len(r) for r in gen])):
+                req.py_autojudge_relaxed = scorer.relaxed(hidden[start : start + 1 + draft_len(req)])
+        return state
+
+    def process_draft_tokens(self, request, *args, **kwargs):
+        relaxed = getattr(request, "py_autojudge_relaxed", None)
+        greedy = sampler_mod._request_strategy(request, vocab_size=2**31) == sampler_mod.GREEDY
+        if relaxed is None or not greedy:
+            return orig_process(self, request, *args, **kwargs)
+        request.py_autojudge_relaxed = None
+        new_tokens_tensor = kwargs["new_tokens_tensor"] if "new_tokens_tensor" in kwargs else args[0]
+        new_tokens_list = kwargs["new_tokens_list"] if "new_tokens_list" in kwargs else args[1]
+        slot, beam = request.py_seq_slot, self.BEAM
+        tree = self.get_spec_tree_manager(kwargs.get("resource_manager"))
+        paths = None if tree is None else tree.get_eagle_paths(slot).cpu().numpy()
+        k = draft_len(request)
+        target = [new_tokens_list[step][slot][beam] for step in range(k + 1)]
+        step = judged_step(request.py_draft_tokens[:k], target, relaxed, paths)
+        added = 0
+        for token, row in zip(step.tokens, step.rows):
+            new_tokens_list[row][slot][beam] = token
+            new_tokens_tensor[row, slot, beam] = token
+            request.add_new_token(token, beam)
+            added += 1
+            if self._handle_stop_criteria(request, token):
+                break
+        stats.add(getattr(request, "py_request_id", id(request)), added - 1, sum(step.judged_flags[:added]))
+        return added - 1  # accepted draft tokens, as the original returns
+
+    TorchSampler.sample_async, TorchSampler.process_draft_tokens = sample_async, process_draft_tokens
+    _installed.update(cls=TorchSampler, sample=orig_sample, process=orig_process, handle=handle)
+    return stats
+
+
+def disable_autojudge() -> None:
+    """Restore ``TorchSampler`` and remove the LM-head hook."""
+    if not _installed:
+        return
+    cls = _installed["cls"]
+    cls.sample_async, cls.process_draft_tokens = _installed["sample"], _installed["process"]
+    _installed["handle"].remove()
+    _installed.clear()
