@@ -1,0 +1,104 @@
+/*
+ * Host launchers of the CUDA kernels (FlashInfer style: plain functions that take a stream and
+ * return cudaError_t). The TensorRT plugin and the torch extension both call these.
+ *
+ * Both modes run the same two kernels:
+ *   1. scoreNodes: one block per (row, vocabulary chunk): the partial argmax of the target logits
+ *      over the chunk and the partial judge dot product over a slice of the features, into the
+ *      workspace. In logits mode it also copies the row to the output.
+ *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence: reduces
+ *      the partials of its rows (target argmax, judge logit = bias + dot), then walks the paths
+ *      and writes the accepted tokens, or rewrites the rows whose draft child the judge accepts.
+ * Shapes use B = batch_size, N = num_draft_nodes, P = num_paths, D + 1 = max_path_len.
+ */
+#pragma once
+
+#include "autojudge/accept_core.h"
+#include "autojudge/element_types.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+namespace autojudge
+{
+
+//! Vocabulary entries per block of scoreNodes (the split of a row across blocks).
+constexpr int32_t kVocabChunk = 8192;
+//! Largest N + 1 (nodes per sequence, root included) the acceptTree kernel holds in shared memory.
+constexpr int32_t kMaxTreeNodes = 2048;
+
+//! The folded judge head: judge_logit = weight . features + bias (DESIGN.md section 4).
+struct JudgeHeadView
+{
+    float const* weight;     //!< [feature_size] float32: draft block first for DD-DT
+    float bias;              //!< folded intercept
+    FeatureSetup setup;      //!< DT or DD-DT
+    int32_t targetHidden;    //!< Ht
+    int32_t draftHidden;     //!< Hd (0 for DT)
+};
+
+//! What scoreNodes reads: one row per node (accept mode) or per gathered logits row (logits mode).
+struct NodeRows
+{
+    void const* targetLogits; //!< [num_rows, vocab_size] of logitsType
+    void const* targetHidden; //!< [num_rows, target_hidden] of hiddenType
+    void const* draftHidden;  //!< [num_rows, draft_hidden] of hiddenType; nullptr for DT
+    ElementType logitsType;
+    ElementType hiddenType;
+    int32_t numRows;
+    int32_t vocabSize;
+    JudgeHeadView judge;
+};
+
+struct AcceptTreeArgs
+{
+    NodeRows rows;               //!< num_rows = B * (N + 1), node n of sequence b at row b * (N + 1) + n
+    int32_t const* draftTokens;  //!< [B, N]
+    int32_t const* draftLens;    //!< [B]
+    int32_t const* paths;        //!< [B, P, D + 1]
+    float const* threshold;      //!< [B]
+    int32_t batchSize;           //!< B
+    int32_t numDraftNodes;       //!< N
+    int32_t numPaths;            //!< P
+    int32_t maxPathLen;          //!< D + 1
+    int32_t* acceptedTokens;     //!< [B, D + 1] out
+    int32_t* acceptedLens;       //!< [B] out
+    int32_t* bestPath;           //!< [B] out
+    int32_t* judgedCount;        //!< [B] out
+};
+
+struct RewriteLogitsArgs
+{
+    NodeRows rows;              //!< num_rows = L gathered logits rows, sequence s owns 1 + draft_lens[s]
+    int32_t const* inputIds;    //!< [num_tokens] the step's packed input token ids
+    int32_t numTokens;          //!< T
+    int32_t const* lastTokenIds;//!< [L] 1-based position in inputIds of each row's input token
+    int32_t const* draftLens;   //!< [S] draft tokens of each sequence in this step
+    int32_t numSequences;       //!< S
+    float threshold;            //!< probability threshold of the judge
+    void* rewrittenLogits;      //!< [L, vocab_size] out, of logitsType
+};
+
+//! Vocabulary chunks per row (blocks of scoreNodes per row).
+inline int32_t vocabSplits(int64_t vocabSize)
+{
+    return vocabSize <= 0 ? 1 : static_cast<int32_t>((vocabSize + kVocabChunk - 1) / kVocabChunk);
+}
+
+//! Bytes of workspace both launchers need for num_rows rows of vocab_size logits.
+inline size_t acceptWorkspaceBytes(int64_t numRows, int64_t vocabSize)
+{
+    constexpr size_t kPartialBytes = 12; // NodePartial: max value, argmax, judge dot
+    return static_cast<size_t>(numRows < 0 ? 0 : numRows) * static_cast<size_t>(vocabSplits(vocabSize))
+        * kPartialBytes;
+}
+
+//! Accept mode. Returns cudaErrorInvalidValue for inconsistent sizes or a workspace too small.
+cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
+
+//! Logits mode. Returns cudaErrorInvalidValue for inconsistent sizes or a workspace too small.
+cudaError_t launchRewriteLogits(
+    RewriteLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
+
+} // namespace autojudge

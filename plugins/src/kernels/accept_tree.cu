@@ -1,0 +1,150 @@
+/*
+ * Accept mode, kernel 2: one block per sequence. Reduces the partials of the sequence's N + 1 node
+ * rows into shared memory (target argmax, judge decision), walks every path row with the core's
+ * walkPath, picks the best path with pathPrefers, and writes the accepted tokens.
+ */
+#include "autojudge/accept_launch.h"
+#include "kernels/score_nodes.cuh"
+
+#include <cstdint>
+
+namespace autojudge
+{
+namespace kernels
+{
+namespace
+{
+
+constexpr int32_t kAcceptThreads = 128;
+constexpr int32_t kAcceptWarps = kAcceptThreads / 32;
+
+struct PathCandidate
+{
+    PathWalk walk;
+    int32_t index;
+
+    __device__ void offer(PathWalk otherWalk, int32_t otherIndex)
+    {
+        if (pathPrefers(otherWalk, otherIndex, walk, index))
+        {
+            walk = otherWalk;
+            index = otherIndex;
+        }
+    }
+
+    __device__ void offerLane(int32_t offset)
+    {
+        PathWalk const other{__shfl_xor_sync(0xffffffffu, walk.acceptedLen, offset),
+            __shfl_xor_sync(0xffffffffu, walk.judgedCount, offset)};
+        offer(other, __shfl_xor_sync(0xffffffffu, index, offset));
+    }
+};
+
+size_t sharedBytes(int32_t numDraftNodes)
+{
+    // targetArgmax [N + 1] int32, draftTokens [N] int32, relaxed [N + 1] bytes
+    return (2 * static_cast<size_t>(numDraftNodes) + 1) * sizeof(int32_t) + static_cast<size_t>(numDraftNodes) + 1;
+}
+
+__global__ void __launch_bounds__(kAcceptThreads) acceptTreeKernel(
+    AcceptTreeArgs args, NodePartial const* partials, int32_t numSplits)
+{
+    extern __shared__ int32_t shared[];
+    int32_t const numNodes = args.numDraftNodes + 1;
+    int32_t* targetArgmax = shared;                                                  // [N + 1]
+    int32_t* draftTokens = shared + numNodes;                                        // [N]
+    uint8_t* relaxed = reinterpret_cast<uint8_t*>(draftTokens + args.numDraftNodes); // [N + 1]
+
+    int64_t const b = blockIdx.x;
+    double const cut = thresholdLogit(args.threshold[b]);
+    for (int32_t n = threadIdx.x; n < numNodes; n += kAcceptThreads)
+    {
+        RowScore const score = reduceRow(partials, b * numNodes + n, numSplits);
+        targetArgmax[n] = score.argmax;
+        relaxed[n] = n > 0 && judgeRelaxes(args.rows.judge.bias + score.judgeDot, cut);
+    }
+    for (int32_t n = threadIdx.x; n < args.numDraftNodes; n += kAcceptThreads)
+    {
+        draftTokens[n] = args.draftTokens[b * args.numDraftNodes + n];
+    }
+    __syncthreads();
+
+    int32_t const numValidNodes = validNodeCount(args.draftLens[b], args.numDraftNodes);
+    int32_t const* sequencePaths = args.paths + b * args.numPaths * int64_t{args.maxPathLen};
+    PathCandidate best{noPathYet(), kNoPathIndex};
+    for (int32_t p = threadIdx.x; p < args.numPaths; p += kAcceptThreads)
+    {
+        int32_t const* path = sequencePaths + int64_t{p} * args.maxPathLen;
+        if (isPathRow(path))
+        {
+            best.offer(walkPath(path, args.maxPathLen, numValidNodes, draftTokens, targetArgmax, relaxed), p);
+        }
+    }
+#pragma unroll
+    for (int32_t offset = 16; offset > 0; offset /= 2)
+    {
+        best.offerLane(offset);
+    }
+    __shared__ PathCandidate warpBest[kAcceptWarps];
+    __shared__ PathCandidate sequenceBest;
+    if (threadIdx.x % 32 == 0)
+    {
+        warpBest[threadIdx.x / 32] = best;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+    {
+        for (int32_t w = 1; w < kAcceptWarps; ++w)
+        {
+            best.offer(warpBest[w].walk, warpBest[w].index);
+        }
+        sequenceBest = best;
+    }
+    __syncthreads();
+
+    bool const hasPath = sequenceBest.index != kNoPathIndex;
+    int32_t const acceptedLen = hasPath ? sequenceBest.walk.acceptedLen : 0;
+    int32_t const* bestRow = hasPath ? sequencePaths + int64_t{sequenceBest.index} * args.maxPathLen : nullptr;
+    for (int32_t j = threadIdx.x; j < args.maxPathLen; j += kAcceptThreads)
+    {
+        args.acceptedTokens[b * args.maxPathLen + j] = acceptedTokenAt(j, bestRow, acceptedLen, draftTokens, targetArgmax);
+    }
+    if (threadIdx.x == 0)
+    {
+        args.acceptedLens[b] = acceptedLen;
+        args.bestPath[b] = hasPath ? sequenceBest.index : 0;
+        args.judgedCount[b] = hasPath ? sequenceBest.walk.judgedCount : 0;
+    }
+}
+
+} // namespace
+
+} // namespace kernels
+
+cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream)
+{
+    bool const sizesOk = args.batchSize >= 0 && args.numDraftNodes >= 0 && args.numDraftNodes < kMaxTreeNodes
+        && args.numPaths >= 0 && args.maxPathLen >= 1
+        && int64_t{args.rows.numRows} == int64_t{args.batchSize} * (args.numDraftNodes + 1)
+        && kernels::nodeRowsAreConsistent(args.rows)
+        && workspaceBytes >= acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);
+    if (!sizesOk)
+    {
+        return cudaErrorInvalidValue;
+    }
+    if (args.batchSize == 0)
+    {
+        return cudaSuccess;
+    }
+    auto* partials = static_cast<kernels::NodePartial*>(workspace);
+    cudaError_t const status = kernels::launchScoreNodes(args.rows, nullptr, partials, stream);
+    if (status != cudaSuccess)
+    {
+        return status;
+    }
+    kernels::acceptTreeKernel<<<args.batchSize, kernels::kAcceptThreads, kernels::sharedBytes(args.numDraftNodes),
+        stream>>>(args, partials, vocabSplits(args.rows.vocabSize));
+    return cudaGetLastError();
+}
+
+} // namespace autojudge

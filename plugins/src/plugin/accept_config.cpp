@@ -1,0 +1,318 @@
+#include "plugin/accept_config.h"
+
+#include "autojudge/accept_launch.h"
+
+#include <array>
+#include <cstring>
+#include <sstream>
+
+namespace autojudge
+{
+namespace plugin
+{
+namespace
+{
+
+using nvinfer1::PluginField;
+using nvinfer1::PluginFieldType;
+
+enum FieldId : int32_t
+{
+    kJUDGE_WEIGHT = 0,
+    kJUDGE_BIAS,
+    kFEATURE_SETUP,
+    kTARGET_HIDDEN,
+    kDRAFT_HIDDEN,
+    kMAX_PATH_LEN,
+    kOUTPUT_MODE,
+    kTHRESHOLD,
+    kNUM_FIELDS
+};
+
+struct FieldSpec
+{
+    char const* name;
+    PluginFieldType type;
+    bool scalar;
+    char const* meaning;
+};
+
+constexpr std::array<FieldSpec, kNUM_FIELDS> kFieldSpecs{{
+    {"judge_weight", PluginFieldType::kFLOAT32, false,
+        "float32 [F]: the folded judge weights coef / scale, draft block first for DD-DT"},
+    {"judge_bias", PluginFieldType::kFLOAT32, true, "float32 [1]: the folded judge bias"},
+    {"feature_setup", PluginFieldType::kINT32, true, "int32 [1]: 0 = DT, 1 = DD-DT"},
+    {"target_hidden", PluginFieldType::kINT32, true, "int32 [1]: the target's hidden size Ht"},
+    {"draft_hidden", PluginFieldType::kINT32, true, "int32 [1]: the draft's hidden size Hd, 0 for DT"},
+    {"max_path_len", PluginFieldType::kINT32, true, "int32 [1]: D + 1, the columns of paths and accepted_tokens"},
+    {"output_mode", PluginFieldType::kINT32, true, "int32 [1]: 0 = accept, 1 = logits"},
+    {"threshold", PluginFieldType::kFLOAT32, true, "float32 [1]: the judge threshold of logits mode, in [0, 1]"},
+}};
+
+char const* typeName(PluginFieldType type)
+{
+    switch (type)
+    {
+    case PluginFieldType::kFLOAT16: return "float16";
+    case PluginFieldType::kFLOAT32: return "float32";
+    case PluginFieldType::kFLOAT64: return "float64";
+    case PluginFieldType::kINT8: return "int8";
+    case PluginFieldType::kINT16: return "int16";
+    case PluginFieldType::kINT32: return "int32";
+    case PluginFieldType::kCHAR: return "char";
+    case PluginFieldType::kDIMS: return "Dims";
+    case PluginFieldType::kBF16: return "bfloat16";
+    case PluginFieldType::kINT64: return "int64";
+    default: return "another type";
+    }
+}
+
+std::string fieldList()
+{
+    std::string names;
+    for (FieldSpec const& spec : kFieldSpecs)
+    {
+        names += names.empty() ? "" : ", ";
+        names += spec.name;
+    }
+    return names;
+}
+
+std::string missing(FieldId id, char const* why)
+{
+    FieldSpec const& spec = kFieldSpecs[id];
+    return std::string("missing field '") + spec.name + "' (" + spec.meaning + ")" + why;
+}
+
+int32_t readInt(PluginField const* field)
+{
+    int32_t value;
+    std::memcpy(&value, field->data, sizeof(value));
+    return value;
+}
+
+float readFloat(PluginField const* field)
+{
+    float value;
+    std::memcpy(&value, field->data, sizeof(value));
+    return value;
+}
+
+//! Collect the fields by name, checking names, types and lengths.
+bool collectFields(nvinfer1::PluginFieldCollection const* fields, std::array<PluginField const*, kNUM_FIELDS>& found,
+    std::string& error)
+{
+    if (fields == nullptr || fields->nbFields < 0 || (fields->nbFields > 0 && fields->fields == nullptr))
+    {
+        error = "no field collection given; the fields are " + fieldList();
+        return false;
+    }
+    for (int32_t i = 0; i < fields->nbFields; ++i)
+    {
+        PluginField const& field = fields->fields[i];
+        int32_t id = 0;
+        while (id < kNUM_FIELDS && (field.name == nullptr || std::strcmp(field.name, kFieldSpecs[id].name) != 0))
+        {
+            ++id;
+        }
+        if (id == kNUM_FIELDS)
+        {
+            error = std::string("unknown field '") + (field.name ? field.name : "(no name)") + "'; the fields are "
+                + fieldList();
+            return false;
+        }
+        FieldSpec const& spec = kFieldSpecs[id];
+        std::ostringstream problem;
+        if (found[id] != nullptr)
+        {
+            problem << "field '" << spec.name << "' is given twice";
+        }
+        else if (field.type != spec.type)
+        {
+            problem << "field '" << spec.name << "' must be " << typeName(spec.type) << " (" << spec.meaning
+                    << "), got " << typeName(field.type);
+        }
+        else if (field.length < 1 || field.data == nullptr)
+        {
+            problem << "field '" << spec.name << "' is empty; it must hold " << spec.meaning;
+        }
+        else if (spec.scalar && field.length != 1)
+        {
+            problem << "field '" << spec.name << "' must hold 1 value, got " << field.length;
+        }
+        if (!problem.str().empty())
+        {
+            error = problem.str();
+            return false;
+        }
+        found[id] = &field;
+    }
+    return true;
+}
+
+} // namespace
+
+bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConfig& config, std::string& error)
+{
+    std::array<PluginField const*, kNUM_FIELDS> found{};
+    if (!collectFields(fields, found, error))
+    {
+        return false;
+    }
+    for (FieldId id : {kJUDGE_WEIGHT, kJUDGE_BIAS, kFEATURE_SETUP, kTARGET_HIDDEN})
+    {
+        if (found[id] == nullptr)
+        {
+            error = missing(id, "");
+            return false;
+        }
+    }
+    AcceptConfig parsed;
+    int32_t const setup = readInt(found[kFEATURE_SETUP]);
+    if (setup != 0 && setup != 1)
+    {
+        error = "field 'feature_setup' is " + std::to_string(setup) + "; it must be 0 (DT) or 1 (DD-DT)";
+        return false;
+    }
+    parsed.featureSetup = static_cast<FeatureSetup>(setup);
+    bool const isDdDt = parsed.featureSetup == FeatureSetup::kDD_DT;
+    int32_t const mode = found[kOUTPUT_MODE] ? readInt(found[kOUTPUT_MODE]) : 0;
+    if (mode != 0 && mode != 1)
+    {
+        error = "field 'output_mode' is " + std::to_string(mode) + "; it must be 0 (accept) or 1 (logits)";
+        return false;
+    }
+    parsed.outputMode = static_cast<OutputMode>(mode);
+    bool const isLogitsMode = parsed.outputMode == OutputMode::kLOGITS;
+    if (isDdDt && found[kDRAFT_HIDDEN] == nullptr)
+    {
+        error = missing(kDRAFT_HIDDEN, ", which feature_setup 1 (DD-DT) needs");
+        return false;
+    }
+    if (!isLogitsMode && found[kMAX_PATH_LEN] == nullptr)
+    {
+        error = missing(kMAX_PATH_LEN, ", which output_mode 0 (accept) needs");
+        return false;
+    }
+    if (isLogitsMode && found[kTHRESHOLD] == nullptr)
+    {
+        error = missing(kTHRESHOLD, ", which output_mode 1 (logits) needs: it has no per-request threshold input");
+        return false;
+    }
+
+    parsed.targetHidden = readInt(found[kTARGET_HIDDEN]);
+    if (parsed.targetHidden < 1)
+    {
+        error = "field 'target_hidden' is " + std::to_string(parsed.targetHidden)
+            + "; it must be the target's hidden size (>= 1)";
+        return false;
+    }
+    parsed.draftHidden = found[kDRAFT_HIDDEN] ? readInt(found[kDRAFT_HIDDEN]) : 0;
+    if (isDdDt && parsed.draftHidden < 1)
+    {
+        error = "field 'draft_hidden' is " + std::to_string(parsed.draftHidden)
+            + "; feature_setup 1 (DD-DT) needs the draft's hidden size (>= 1)";
+        return false;
+    }
+    if (!isDdDt && parsed.draftHidden != 0)
+    {
+        error = "field 'draft_hidden' is " + std::to_string(parsed.draftHidden)
+            + "; feature_setup 0 (DT) reads no draft hidden state: set it to 0";
+        return false;
+    }
+    if (found[kMAX_PATH_LEN])
+    {
+        parsed.maxPathLen = readInt(found[kMAX_PATH_LEN]);
+        if (parsed.maxPathLen < 1 || parsed.maxPathLen > kMaxTreeNodes)
+        {
+            error = "field 'max_path_len' is " + std::to_string(parsed.maxPathLen) + "; it must lie in [1, "
+                + std::to_string(kMaxTreeNodes) + "] (D + 1: the root and at most D draft nodes per path)";
+            return false;
+        }
+    }
+    if (found[kTHRESHOLD])
+    {
+        parsed.threshold = readFloat(found[kTHRESHOLD]);
+        if (!(parsed.threshold >= 0.f && parsed.threshold <= 1.f))
+        {
+            error = "field 'threshold' is " + std::to_string(parsed.threshold)
+                + "; it must lie in [0, 1] (the largest probability of 'important' still accepted)";
+            return false;
+        }
+    }
+
+    PluginField const* weight = found[kJUDGE_WEIGHT];
+    if (weight->length != parsed.featureSize())
+    {
+        error = "field 'judge_weight' holds " + std::to_string(weight->length) + " values, but feature_setup "
+            + (isDdDt ? "1 (DD-DT) with draft_hidden " + std::to_string(parsed.draftHidden) + " and target_hidden "
+                      : std::string("0 (DT) with target_hidden "))
+            + std::to_string(parsed.targetHidden) + " needs " + std::to_string(parsed.featureSize())
+            + (isDdDt ? " (draft block first)" : "");
+        return false;
+    }
+    parsed.judgeWeight.resize(weight->length);
+    std::memcpy(parsed.judgeWeight.data(), weight->data, weight->length * sizeof(float));
+    for (size_t i = 0; i < parsed.judgeWeight.size(); ++i)
+    {
+        if (!isFiniteFloat(parsed.judgeWeight[i]))
+        {
+            error = "field 'judge_weight' holds NaN or inf at index " + std::to_string(i)
+                + ": export the fields again from a valid judge file";
+            return false;
+        }
+    }
+    parsed.judgeBias = readFloat(found[kJUDGE_BIAS]);
+    if (!isFiniteFloat(parsed.judgeBias))
+    {
+        error = "field 'judge_bias' is NaN or inf: export the fields again from a valid judge file";
+        return false;
+    }
+    config = std::move(parsed);
+    return true;
+}
+
+std::vector<PluginField> acceptConfigFields(AcceptConfig const& config)
+{
+    auto const* featureSetup = reinterpret_cast<int32_t const*>(&config.featureSetup);
+    auto const* outputMode = reinterpret_cast<int32_t const*>(&config.outputMode);
+    return {
+        PluginField(kFieldSpecs[kJUDGE_WEIGHT].name, config.judgeWeight.data(), PluginFieldType::kFLOAT32,
+            static_cast<int32_t>(config.judgeWeight.size())),
+        PluginField(kFieldSpecs[kJUDGE_BIAS].name, &config.judgeBias, PluginFieldType::kFLOAT32, 1),
+        PluginField(kFieldSpecs[kFEATURE_SETUP].name, featureSetup, PluginFieldType::kINT32, 1),
+        PluginField(kFieldSpecs[kTARGET_HIDDEN].name, &config.targetHidden, PluginFieldType::kINT32, 1),
+        PluginField(kFieldSpecs[kDRAFT_HIDDEN].name, &config.draftHidden, PluginFieldType::kINT32, 1),
+        PluginField(kFieldSpecs[kMAX_PATH_LEN].name, &config.maxPathLen, PluginFieldType::kINT32, 1),
+        PluginField(kFieldSpecs[kOUTPUT_MODE].name, outputMode, PluginFieldType::kINT32, 1),
+        PluginField(kFieldSpecs[kTHRESHOLD].name, &config.threshold, PluginFieldType::kFLOAT32, 1),
+    };
+}
+
+nvinfer1::PluginFieldCollection const* acceptFieldNames()
+{
+    static std::vector<PluginField> const names = [] {
+        std::vector<PluginField> list;
+        for (FieldSpec const& spec : kFieldSpecs)
+        {
+            list.emplace_back(spec.name, nullptr, spec.type, spec.scalar ? 1 : 0);
+        }
+        return list;
+    }();
+    static nvinfer1::PluginFieldCollection const collection{static_cast<int32_t>(names.size()), names.data()};
+    return &collection;
+}
+
+std::string describeAcceptConfig(AcceptConfig const& config)
+{
+    std::ostringstream text;
+    text << "feature_setup=" << (config.featureSetup == FeatureSetup::kDD_DT ? "DD-DT" : "DT")
+         << " target_hidden=" << config.targetHidden << " draft_hidden=" << config.draftHidden
+         << " max_path_len=" << config.maxPathLen
+         << " output_mode=" << (config.outputMode == OutputMode::kLOGITS ? "logits" : "accept")
+         << " threshold=" << config.threshold;
+    return text.str();
+}
+
+} // namespace plugin
+} // namespace autojudge

@@ -1,0 +1,1017 @@
+/*
+ * Host harness of libautojudge_trt_plugin.so: dlopens the library (no libnvinfer in the process)
+ * and exercises the plugin's host-side methods against the contract of plugins/README.md.
+ *
+ *   autojudge_plugin_harness <libautojudge_trt_plugin.so> list
+ *   autojudge_plugin_harness <libautojudge_trt_plugin.so> <check> [<check> ...]
+ *
+ * Prints "PASS <check>" or "FAIL <check>: <why>" per check; exits non-zero if any failed.
+ * TensorRT's registry, logger, error recorder, resource context and dimension-expression builder
+ * are provided here as small recording implementations of the real interfaces (this executable
+ * exports getPluginRegistry, which the plugin looks up at run time as it would in libnvinfer).
+ */
+#include <NvInferRuntime.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <dlfcn.h>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace nvinfer1;
+
+namespace
+{
+
+// ---------------------------------------------------------------------------------------------
+// Recording implementations of the TensorRT interfaces the plugin talks to.
+
+class RecordingLogger : public ILogger
+{
+public:
+    void log(Severity severity, char const* message) noexcept override
+    {
+        entries.emplace_back(severity, message);
+    }
+
+    bool hasError(std::string const& text) const
+    {
+        for (auto const& [severity, message] : entries)
+        {
+            if (severity <= Severity::kERROR && message.find(text) != std::string::npos)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    std::string lastError() const
+    {
+        for (auto it = entries.rbegin(); it != entries.rend(); ++it)
+        {
+            if (it->first <= Severity::kERROR)
+            {
+                return it->second;
+            }
+        }
+        return "(no error logged)";
+    }
+
+    std::vector<std::pair<Severity, std::string>> entries;
+};
+
+class RecordingErrorRecorder : public IErrorRecorder
+{
+public:
+    int32_t getNbErrors() const noexcept override
+    {
+        return static_cast<int32_t>(mErrors.size());
+    }
+    ErrorCode getErrorCode(int32_t index) const noexcept override
+    {
+        return mErrors.at(index).first;
+    }
+    ErrorDesc getErrorDesc(int32_t index) const noexcept override
+    {
+        return mErrors.at(index).second.c_str();
+    }
+    bool hasOverflowed() const noexcept override
+    {
+        return false;
+    }
+    void clear() noexcept override
+    {
+        mErrors.clear();
+    }
+    bool reportError(ErrorCode code, ErrorDesc description) noexcept override
+    {
+        mErrors.emplace_back(code, description);
+        return true;
+    }
+    RefCount incRefCount() noexcept override
+    {
+        return ++mRefs;
+    }
+    RefCount decRefCount() noexcept override
+    {
+        return --mRefs;
+    }
+
+    bool has(ErrorCode code, std::string const& text) const
+    {
+        for (auto const& [recorded, message] : mErrors)
+        {
+            if (recorded == code && message.find(text) != std::string::npos)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+private:
+    std::vector<std::pair<ErrorCode, std::string>> mErrors;
+    RefCount mRefs{0};
+};
+
+class RecordingRegistry : public IPluginRegistry
+{
+public:
+    bool registerCreator(IPluginCreatorInterface& creator, AsciiChar const* const ns) noexcept override
+    {
+        auto* v3 = dynamic_cast<IPluginCreatorV3One*>(&creator);
+        if (v3 == nullptr || getCreator(v3->getPluginName(), v3->getPluginVersion(), ns) != nullptr)
+        {
+            return false;
+        }
+        mCreators.push_back({v3, ns});
+        mAll.push_back(&creator);
+        return true;
+    }
+    IPluginCreatorInterface* getCreator(AsciiChar const* const name, AsciiChar const* const version,
+        AsciiChar const* const ns) noexcept override
+    {
+        for (auto const& entry : mCreators)
+        {
+            if (std::strcmp(entry.creator->getPluginName(), name) == 0
+                && std::strcmp(entry.creator->getPluginVersion(), version) == 0 && entry.ns == ns)
+            {
+                return entry.creator;
+            }
+        }
+        return nullptr;
+    }
+    IPluginCreatorInterface* const* getAllCreators(int32_t* const count) const noexcept override
+    {
+        *count = static_cast<int32_t>(mAll.size());
+        return mAll.data();
+    }
+    IErrorRecorder* getErrorRecorder() const noexcept override
+    {
+        return const_cast<RecordingErrorRecorder*>(&recorder);
+    }
+    size_t size() const
+    {
+        return mCreators.size();
+    }
+
+    // The rest of the interface is not used by the plugin library.
+    bool registerCreator(IPluginCreator&, AsciiChar const* const) noexcept override
+    {
+        return false;
+    }
+    IPluginCreator* const* getPluginCreatorList(int32_t* const count) const noexcept override
+    {
+        *count = 0;
+        return nullptr;
+    }
+    IPluginCreator* getPluginCreator(AsciiChar const* const, AsciiChar const* const, AsciiChar const* const) noexcept override
+    {
+        return nullptr;
+    }
+    void setErrorRecorder(IErrorRecorder* const) noexcept override {}
+    bool deregisterCreator(IPluginCreator const&) noexcept override
+    {
+        return false;
+    }
+    bool isParentSearchEnabled() const override
+    {
+        return false;
+    }
+    void setParentSearchEnabled(bool const) override {}
+    PluginLibraryHandle loadLibrary(AsciiChar const*) noexcept override
+    {
+        return nullptr;
+    }
+    void deregisterLibrary(PluginLibraryHandle) noexcept override {}
+    bool deregisterCreator(IPluginCreatorInterface const&) noexcept override
+    {
+        return false;
+    }
+    IPluginResource* acquirePluginResource(AsciiChar const*, IPluginResource*) noexcept override
+    {
+        return nullptr;
+    }
+    int32_t releasePluginResource(AsciiChar const*) noexcept override
+    {
+        return -1;
+    }
+    IPluginCreatorInterface* const* getAllCreatorsRecursive(int32_t* const count) noexcept override
+    {
+        return getAllCreators(count);
+    }
+
+    RecordingErrorRecorder recorder;
+
+private:
+    struct Entry
+    {
+        IPluginCreatorV3One* creator;
+        std::string ns;
+    };
+    std::vector<Entry> mCreators;
+    std::vector<IPluginCreatorInterface*> mAll;
+};
+
+RecordingRegistry gRegistry;
+
+class ResourceContext : public IPluginResourceContext
+{
+public:
+    IGpuAllocator* getGpuAllocator() const noexcept override
+    {
+        return nullptr;
+    }
+    IErrorRecorder* getErrorRecorder() const noexcept override
+    {
+        return const_cast<RecordingErrorRecorder*>(&recorder);
+    }
+    RecordingErrorRecorder recorder;
+};
+
+//! A dimension expression: a constant, or a named symbol / symbolic operation.
+class Expr : public IDimensionExpr
+{
+public:
+    Expr(std::string text, int64_t value, bool constant)
+        : mText(std::move(text))
+        , mValue(value)
+        , mConstant(constant)
+    {
+        mBacking.owner = this;
+        mImpl = &mBacking;
+    }
+    ~Expr() override = default;
+
+    std::string const& text() const
+    {
+        return mText;
+    }
+
+private:
+    struct Backing : apiv::VDimensionExpr
+    {
+        Expr const* owner{nullptr};
+        bool isConstant() const override
+        {
+            return owner->mConstant;
+        }
+        int64_t getConstantValue() const override
+        {
+            return owner->mValue;
+        }
+        bool isSizeTensor() const override
+        {
+            return false;
+        }
+    };
+    std::string mText;
+    int64_t mValue;
+    bool mConstant;
+    Backing mBacking;
+};
+
+class ExprBuilder : public IExprBuilder
+{
+public:
+    ExprBuilder()
+    {
+        mBacking.owner = this;
+        mImpl = &mBacking;
+    }
+    ~ExprBuilder() override = default;
+
+    Expr const* symbol(std::string const& name)
+    {
+        mExprs.push_back(std::make_unique<Expr>(name, -1, false));
+        return mExprs.back().get();
+    }
+    Expr const* makeConstant(int64_t value)
+    {
+        mExprs.push_back(std::make_unique<Expr>(std::to_string(value), value, true));
+        return mExprs.back().get();
+    }
+
+private:
+    struct Backing : apiv::VExprBuilder
+    {
+        ExprBuilder* owner{nullptr};
+        IDimensionExpr const* constant(int64_t value) override
+        {
+            return owner->makeConstant(value);
+        }
+        IDimensionExpr const* operation(DimensionOperation, IDimensionExpr const& a, IDimensionExpr const& b) override
+        {
+            auto const& left = static_cast<Expr const&>(a);
+            auto const& right = static_cast<Expr const&>(b);
+            return owner->symbol("(" + left.text() + " op " + right.text() + ")");
+        }
+        IDimensionExpr const* declareSizeTensor(int32_t, IDimensionExpr const&, IDimensionExpr const&) override
+        {
+            return nullptr;
+        }
+    };
+    Backing mBacking;
+    std::deque<std::unique_ptr<Expr>> mExprs;
+};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) IPluginRegistry* getPluginRegistry() noexcept
+{
+    return &gRegistry;
+}
+
+namespace
+{
+
+// ---------------------------------------------------------------------------------------------
+// Plugin fields.
+
+class Fields
+{
+public:
+    void floats(std::string const& name, std::vector<float> values)
+    {
+        remove(name);
+        mFloats.push_back(std::move(values));
+        mFields.push_back({name, mFloats.back().data(), PluginFieldType::kFLOAT32, mFloats.back().size()});
+    }
+    void ints(std::string const& name, std::vector<int32_t> values)
+    {
+        remove(name);
+        mInts.push_back(std::move(values));
+        mFields.push_back({name, mInts.back().data(), PluginFieldType::kINT32, mInts.back().size()});
+    }
+    //! Add a field without replacing one of the same name (for the duplicate-field check).
+    void duplicateInt(std::string const& name, int32_t value)
+    {
+        mInts.push_back({value});
+        mFields.push_back({name, mInts.back().data(), PluginFieldType::kINT32, 1});
+    }
+    void remove(std::string const& name)
+    {
+        for (auto it = mFields.begin(); it != mFields.end(); ++it)
+        {
+            if (it->name == name)
+            {
+                mFields.erase(it);
+                return;
+            }
+        }
+    }
+    PluginFieldCollection const* collection()
+    {
+        mView.clear();
+        for (Entry const& entry : mFields)
+        {
+            mView.emplace_back(entry.name.c_str(), entry.data, entry.type, static_cast<int32_t>(entry.length));
+        }
+        mCollection = {static_cast<int32_t>(mView.size()), mView.data()};
+        return &mCollection;
+    }
+
+private:
+    struct Entry
+    {
+        std::string name;
+        void const* data;
+        PluginFieldType type;
+        size_t length;
+    };
+    std::deque<std::vector<float>> mFloats;
+    std::deque<std::vector<int32_t>> mInts;
+    std::deque<Entry> mFields;
+    std::vector<PluginField> mView;
+    PluginFieldCollection mCollection{};
+};
+
+constexpr int32_t kTargetHidden = 8;
+constexpr int32_t kDraftHidden = 4;
+constexpr int32_t kMaxPathLen = 5;
+
+//! Valid fields: feature_setup 0 (DT) or 1 (DD-DT), output_mode 0 (accept) or 1 (logits).
+Fields validFields(int32_t setup, int32_t mode)
+{
+    Fields fields;
+    int32_t const featureSize = (setup == 1 ? kDraftHidden : 0) + kTargetHidden;
+    std::vector<float> weight(featureSize);
+    for (int32_t i = 0; i < featureSize; ++i)
+    {
+        weight[i] = 0.25f * static_cast<float>(i) - 1.f;
+    }
+    fields.floats("judge_weight", weight);
+    fields.floats("judge_bias", {-0.5f});
+    fields.ints("feature_setup", {setup});
+    fields.ints("target_hidden", {kTargetHidden});
+    fields.ints("draft_hidden", {setup == 1 ? kDraftHidden : 0});
+    fields.ints("max_path_len", {kMaxPathLen});
+    fields.ints("output_mode", {mode});
+    fields.floats("threshold", {0.25f});
+    return fields;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The library under test.
+
+struct Library
+{
+    void* handle{nullptr};
+    std::function<IPluginCreatorInterface* const*(int32_t&)> getCreators;
+    std::function<bool(void*, char const*)> init;
+    std::function<void(ILoggerFinder*)> setLoggerFinder;
+};
+
+Library gLibrary;
+RecordingLogger gLogger;
+
+IPluginCreatorV3One* creator()
+{
+    int32_t count = 0;
+    IPluginCreatorInterface* const* creators = gLibrary.getCreators(count);
+    return count == 1 ? dynamic_cast<IPluginCreatorV3One*>(creators[0]) : nullptr;
+}
+
+std::unique_ptr<IPluginV3> create(Fields& fields, TensorRTPhase phase = TensorRTPhase::kBUILD)
+{
+    return std::unique_ptr<IPluginV3>(creator()->createPlugin("autojudge_accept", fields.collection(), phase));
+}
+
+template <typename T>
+T* capability(IPluginV3& plugin, PluginCapabilityType type)
+{
+    return dynamic_cast<T*>(plugin.getCapabilityInterface(type));
+}
+
+IPluginV3OneBuild* build(IPluginV3& plugin)
+{
+    return capability<IPluginV3OneBuild>(plugin, PluginCapabilityType::kBUILD);
+}
+
+IPluginV3OneRuntime* runtime(IPluginV3& plugin)
+{
+    return capability<IPluginV3OneRuntime>(plugin, PluginCapabilityType::kRUNTIME);
+}
+
+//! Deep copy of a field collection, comparable with ==.
+struct FieldCopy
+{
+    std::string name;
+    PluginFieldType type;
+    int32_t length;
+    std::vector<unsigned char> bytes;
+
+    bool operator==(FieldCopy const& other) const
+    {
+        return name == other.name && type == other.type && length == other.length && bytes == other.bytes;
+    }
+};
+
+std::vector<FieldCopy> copyFields(PluginFieldCollection const* collection)
+{
+    std::vector<FieldCopy> copies;
+    for (int32_t i = 0; i < collection->nbFields; ++i)
+    {
+        PluginField const& field = collection->fields[i];
+        size_t const elementBytes = field.type == PluginFieldType::kINT32 || field.type == PluginFieldType::kFLOAT32 ? 4 : 1;
+        auto const* data = static_cast<unsigned char const*>(field.data);
+        copies.push_back({field.name, field.type, field.length,
+            std::vector<unsigned char>(data, data + elementBytes * static_cast<size_t>(field.length))});
+    }
+    return copies;
+}
+
+class CheckFailure : public std::runtime_error
+{
+    using std::runtime_error::runtime_error;
+};
+
+void expect(bool condition, std::string const& what)
+{
+    if (!condition)
+    {
+        throw CheckFailure(what);
+    }
+}
+
+Dims dims(std::vector<int64_t> extents)
+{
+    Dims d{};
+    d.nbDims = static_cast<int32_t>(extents.size());
+    for (size_t i = 0; i < extents.size(); ++i)
+    {
+        d.d[i] = extents[i];
+    }
+    return d;
+}
+
+DynamicPluginTensorDesc dynamicDesc(std::vector<int64_t> extents, DataType type = DataType::kINT32,
+    TensorFormat format = TensorFormat::kLINEAR)
+{
+    DynamicPluginTensorDesc desc{};
+    desc.desc.dims = dims(extents);
+    desc.desc.type = type;
+    desc.desc.format = format;
+    desc.min = desc.desc.dims;
+    desc.opt = desc.desc.dims;
+    desc.max = desc.desc.dims;
+    return desc;
+}
+
+//! Accept-mode input descriptions for B sequences of N draft nodes and P paths.
+std::vector<DynamicPluginTensorDesc> acceptInputs(int64_t batch, int64_t nodes, int64_t paths, bool ddDt,
+    DataType logitsType = DataType::kFLOAT, DataType hiddenType = DataType::kHALF)
+{
+    int64_t const rows = batch < 0 || nodes < 0 ? -1 : batch * (nodes + 1);
+    std::vector<DynamicPluginTensorDesc> inputs{dynamicDesc({rows, 32000}, logitsType),
+        dynamicDesc({rows, kTargetHidden}, hiddenType), dynamicDesc({batch, nodes}), dynamicDesc({batch}),
+        dynamicDesc({batch, paths, kMaxPathLen}), dynamicDesc({batch}, DataType::kFLOAT)};
+    if (ddDt)
+    {
+        inputs.push_back(dynamicDesc({rows, kDraftHidden}, hiddenType));
+    }
+    return inputs;
+}
+
+std::vector<DynamicPluginTensorDesc> acceptOutputs(int64_t batch)
+{
+    return {dynamicDesc({batch, kMaxPathLen}), dynamicDesc({batch}), dynamicDesc({batch}), dynamicDesc({batch})};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks.
+
+void checkCreators()
+{
+    int32_t count = -1;
+    IPluginCreatorInterface* const* creators = gLibrary.getCreators(count);
+    expect(count == 1 && creators != nullptr && creators[0] != nullptr, "getCreators must return one creator");
+    InterfaceInfo const info = creators[0]->getInterfaceInfo();
+    expect(std::string(info.kind) == "PLUGIN CREATOR_V3ONE", std::string("creator kind is ") + info.kind);
+    IPluginCreatorV3One* v3 = creator();
+    expect(std::string(v3->getPluginName()) == "AutoJudgeAccept", "plugin name");
+    expect(std::string(v3->getPluginVersion()) == "1", "plugin version");
+    expect(std::string(v3->getPluginNamespace()) == "autojudge", "plugin namespace");
+    PluginFieldCollection const* names = v3->getFieldNames();
+    std::map<std::string, PluginFieldType> const expected{{"judge_weight", PluginFieldType::kFLOAT32},
+        {"judge_bias", PluginFieldType::kFLOAT32}, {"feature_setup", PluginFieldType::kINT32},
+        {"target_hidden", PluginFieldType::kINT32}, {"draft_hidden", PluginFieldType::kINT32},
+        {"max_path_len", PluginFieldType::kINT32}, {"output_mode", PluginFieldType::kINT32},
+        {"threshold", PluginFieldType::kFLOAT32}};
+    expect(names != nullptr && names->nbFields == static_cast<int32_t>(expected.size()), "getFieldNames: 8 fields");
+    for (int32_t i = 0; i < names->nbFields; ++i)
+    {
+        auto const it = expected.find(names->fields[i].name);
+        expect(it != expected.end() && it->second == names->fields[i].type,
+            std::string("unexpected field name or type: ") + names->fields[i].name);
+    }
+}
+
+void checkInitRegistration()
+{
+    expect(gLibrary.init(&gLogger, "autojudge"), "initAutoJudgePlugins(logger, \"autojudge\") must succeed: "
+            + gLogger.lastError());
+    expect(gRegistry.getCreator("AutoJudgeAccept", "1", "autojudge") == creator(),
+        "the registry must hold the library's creator under autojudge::AutoJudgeAccept version 1");
+    expect(gLibrary.init(&gLogger, "autojudge") && gLibrary.init(nullptr, ""), "a second init must succeed");
+    expect(gRegistry.size() == 1, "a second init must not register the creator twice");
+    expect(!gLibrary.init(&gLogger, "tensorrt_llm"), "init with another namespace must fail");
+    expect(gLogger.hasError("namespace 'autojudge'"), "the namespace error must name 'autojudge': " + gLogger.lastError());
+}
+
+void checkCreatePlugin()
+{
+    for (int32_t setup : {0, 1})
+    {
+        for (int32_t mode : {0, 1})
+        {
+            Fields fields = validFields(setup, mode);
+            std::unique_ptr<IPluginV3> plugin = create(fields);
+            std::string const label = "feature_setup " + std::to_string(setup) + " output_mode " + std::to_string(mode);
+            expect(plugin != nullptr, "createPlugin failed for " + label + ": " + gLogger.lastError());
+            auto* core = capability<IPluginV3OneCore>(*plugin, PluginCapabilityType::kCORE);
+            expect(core != nullptr && build(*plugin) != nullptr && runtime(*plugin) != nullptr,
+                "core, build and runtime capabilities must exist (" + label + ")");
+            expect(std::string(core->getInterfaceInfo().kind) == "PLUGIN_V3ONE_CORE"
+                    && std::string(build(*plugin)->getInterfaceInfo().kind) == "PLUGIN_V3ONE_BUILD"
+                    && std::string(runtime(*plugin)->getInterfaceInfo().kind) == "PLUGIN_V3ONE_RUNTIME",
+                "capability interface kinds");
+            expect(std::string(core->getPluginName()) == "AutoJudgeAccept" && std::string(core->getPluginVersion()) == "1"
+                    && std::string(core->getPluginNamespace()) == "autojudge",
+                "core name, version and namespace");
+            expect(build(*plugin)->getNbOutputs() == (mode == 0 ? 4 : 1), "getNbOutputs (" + label + ")");
+        }
+    }
+}
+
+void checkRejectBadFields()
+{
+    struct Case
+    {
+        std::string what;
+        int32_t setup;
+        int32_t mode;
+        std::function<void(Fields&)> mutate;
+        std::string message;
+    };
+    std::vector<Case> const cases{
+        {"missing judge_weight", 0, 0, [](Fields& f) { f.remove("judge_weight"); }, "missing field 'judge_weight'"},
+        {"missing judge_bias", 0, 0, [](Fields& f) { f.remove("judge_bias"); }, "missing field 'judge_bias'"},
+        {"missing feature_setup", 0, 0, [](Fields& f) { f.remove("feature_setup"); }, "missing field 'feature_setup'"},
+        {"missing target_hidden", 0, 0, [](Fields& f) { f.remove("target_hidden"); }, "missing field 'target_hidden'"},
+        {"missing max_path_len", 0, 0, [](Fields& f) { f.remove("max_path_len"); }, "missing field 'max_path_len'"},
+        {"missing threshold (logits)", 0, 1, [](Fields& f) { f.remove("threshold"); }, "missing field 'threshold'"},
+        {"missing draft_hidden (DD-DT)", 1, 0, [](Fields& f) { f.remove("draft_hidden"); }, "missing field 'draft_hidden'"},
+        {"weight size", 0, 0, [](Fields& f) { f.floats("judge_weight", std::vector<float>(kTargetHidden + 1, 0.f)); },
+            "holds 9 values"},
+        {"weight size DD-DT", 1, 0, [](Fields& f) { f.floats("judge_weight", std::vector<float>(kTargetHidden, 0.f)); },
+            "needs 12 (draft block first)"},
+        {"NaN weight", 0, 0,
+            [](Fields& f) {
+                std::vector<float> weight(kTargetHidden, 0.f);
+                weight[3] = std::nanf("");
+                f.floats("judge_weight", weight);
+            },
+            "NaN or inf at index 3"},
+        {"inf bias", 0, 0, [](Fields& f) { f.floats("judge_bias", {INFINITY}); }, "'judge_bias' is NaN or inf"},
+        {"wrong type", 0, 0, [](Fields& f) { f.floats("feature_setup", {0.f}); }, "'feature_setup' must be int32"},
+        {"wrong length", 0, 0, [](Fields& f) { f.floats("judge_bias", {0.f, 1.f}); }, "must hold 1 value, got 2"},
+        {"unknown field", 0, 0, [](Fields& f) { f.floats("thresold", {0.5f}); }, "unknown field 'thresold'"},
+        {"duplicate field", 0, 0, [](Fields& f) { f.duplicateInt("output_mode", 0); }, "'output_mode' is given twice"},
+        {"feature_setup value", 0, 0, [](Fields& f) { f.ints("feature_setup", {2}); }, "0 (DT) or 1 (DD-DT)"},
+        {"output_mode value", 0, 0, [](Fields& f) { f.ints("output_mode", {5}); }, "0 (accept) or 1 (logits)"},
+        {"target_hidden value", 0, 0, [](Fields& f) { f.ints("target_hidden", {0}); }, "'target_hidden' is 0"},
+        {"draft_hidden for DT", 0, 0, [](Fields& f) { f.ints("draft_hidden", {4}); }, "set it to 0"},
+        {"draft_hidden for DD-DT", 1, 0, [](Fields& f) { f.ints("draft_hidden", {0}); }, "needs the draft's hidden size"},
+        {"max_path_len value", 0, 0, [](Fields& f) { f.ints("max_path_len", {0}); }, "'max_path_len' is 0"},
+        {"threshold above 1", 0, 1, [](Fields& f) { f.floats("threshold", {1.5f}); }, "must lie in [0, 1]"},
+        {"threshold NaN", 0, 0, [](Fields& f) { f.floats("threshold", {std::nanf("")}); }, "must lie in [0, 1]"},
+    };
+    for (Case const& c : cases)
+    {
+        Fields fields = validFields(c.setup, c.mode);
+        c.mutate(fields);
+        gRegistry.recorder.clear();
+        std::unique_ptr<IPluginV3> plugin = create(fields);
+        expect(plugin == nullptr, c.what + ": createPlugin must return nullptr");
+        expect(gRegistry.recorder.has(ErrorCode::kINVALID_ARGUMENT, c.message),
+            c.what + ": the registry's error recorder must hold kINVALID_ARGUMENT with '" + c.message
+                + "'; the logger saw: " + gLogger.lastError());
+        expect(gLogger.hasError(c.message), c.what + ": the logger must get the message too");
+    }
+    gRegistry.recorder.clear();
+    expect(creator()->createPlugin("x", nullptr, TensorRTPhase::kBUILD) == nullptr
+            && gRegistry.recorder.has(ErrorCode::kINVALID_ARGUMENT, "no field collection"),
+        "a null field collection must be rejected");
+}
+
+void checkOutputDataTypes()
+{
+    for (DataType type : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16})
+    {
+        Fields accept = validFields(0, 0);
+        std::unique_ptr<IPluginV3> plugin = create(accept);
+        std::vector<DataType> inputs{type, DataType::kHALF, DataType::kINT32, DataType::kINT32, DataType::kINT32,
+            DataType::kFLOAT};
+        std::vector<DataType> outputs(4, DataType::kFLOAT);
+        expect(build(*plugin)->getOutputDataTypes(outputs.data(), 4, inputs.data(), 6) == 0, "accept-mode types");
+        for (DataType output : outputs)
+        {
+            expect(output == DataType::kINT32, "every accept-mode output is int32");
+        }
+        expect(build(*plugin)->getOutputDataTypes(outputs.data(), 4, inputs.data(), 5) != 0,
+            "5 inputs for a DT accept plugin must be refused");
+
+        Fields logits = validFields(1, 1);
+        plugin = create(logits);
+        inputs = {type, DataType::kBF16, DataType::kINT32, DataType::kINT32, DataType::kINT32, DataType::kBF16};
+        std::vector<DataType> rewritten(1, DataType::kINT32);
+        expect(build(*plugin)->getOutputDataTypes(rewritten.data(), 1, inputs.data(), 6) == 0 && rewritten[0] == type,
+            "logits mode returns the logits' type");
+    }
+}
+
+void checkFormatCombinations()
+{
+    Fields fields = validFields(1, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    IPluginV3OneBuild* b = build(*plugin);
+    std::vector<DynamicPluginTensorDesc> io = acceptInputs(2, 3, 4, true, DataType::kBF16, DataType::kHALF);
+    for (DynamicPluginTensorDesc const& output : acceptOutputs(2))
+    {
+        io.push_back(output);
+    }
+    int32_t const nbIn = 7;
+    int32_t const nbOut = 4;
+    for (int32_t pos = 0; pos < nbIn + nbOut; ++pos)
+    {
+        expect(b->supportsFormatCombination(pos, io.data(), nbIn, nbOut), "position " + std::to_string(pos) + " supported");
+    }
+    auto refused = [&](int32_t pos, DataType type, TensorFormat format = TensorFormat::kLINEAR) {
+        std::vector<DynamicPluginTensorDesc> changed = io;
+        changed[pos].desc.type = type;
+        changed[pos].desc.format = format;
+        return !b->supportsFormatCombination(pos, changed.data(), nbIn, nbOut);
+    };
+    expect(refused(0, DataType::kINT32), "int32 logits refused");
+    expect(refused(0, DataType::kFLOAT, TensorFormat::kCHW32), "non-linear format refused");
+    expect(refused(1, DataType::kINT8), "int8 hidden states refused");
+    expect(refused(2, DataType::kFLOAT), "float draft tokens refused");
+    expect(refused(5, DataType::kHALF), "half threshold refused");
+    expect(refused(6, DataType::kFLOAT), "draft hidden of another type than target hidden refused");
+    expect(refused(7, DataType::kFLOAT), "float accepted tokens refused");
+    expect(!b->supportsFormatCombination(0, io.data(), 6, nbOut), "6 inputs for a DD-DT plugin refused");
+
+    Fields logitsFields = validFields(0, 1);
+    plugin = create(logitsFields);
+    b = build(*plugin);
+    std::vector<DynamicPluginTensorDesc> logits{dynamicDesc({9, 100}, DataType::kHALF),
+        dynamicDesc({9, kTargetHidden}, DataType::kFLOAT), dynamicDesc({12}), dynamicDesc({9}), dynamicDesc({3}),
+        dynamicDesc({9, 100}, DataType::kHALF)};
+    for (int32_t pos = 0; pos < 6; ++pos)
+    {
+        expect(b->supportsFormatCombination(pos, logits.data(), 5, 1), "logits mode position " + std::to_string(pos));
+    }
+    logits[5].desc.type = DataType::kFLOAT;
+    expect(!b->supportsFormatCombination(5, logits.data(), 5, 1), "rewritten logits must keep the logits' type");
+}
+
+void checkOutputShapes()
+{
+    ExprBuilder exprs;
+    Expr const* rows = exprs.symbol("R");
+    Expr const* vocab = exprs.symbol("V");
+    Expr const* batch = exprs.symbol("B");
+    Expr const* nodes = exprs.symbol("N");
+    Expr const* paths = exprs.symbol("P");
+    auto dimsOf = [](std::vector<IDimensionExpr const*> extents) {
+        DimsExprs d{};
+        d.nbDims = static_cast<int32_t>(extents.size());
+        for (size_t i = 0; i < extents.size(); ++i)
+        {
+            d.d[i] = extents[i];
+        }
+        return d;
+    };
+    std::vector<DimsExprs> inputs{dimsOf({rows, vocab}), dimsOf({rows, exprs.makeConstant(kTargetHidden)}),
+        dimsOf({batch, nodes}), dimsOf({batch}), dimsOf({batch, paths, exprs.makeConstant(kMaxPathLen)}),
+        dimsOf({batch})};
+    Fields fields = validFields(0, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    std::vector<DimsExprs> outputs(4);
+    expect(build(*plugin)->getOutputShapes(inputs.data(), 6, nullptr, 0, outputs.data(), 4, exprs) == 0,
+        "getOutputShapes (accept) failed: " + gLogger.lastError());
+    expect(outputs[0].nbDims == 2 && outputs[0].d[0] == batch && outputs[0].d[1]->isConstant()
+            && outputs[0].d[1]->getConstantValue() == kMaxPathLen,
+        "accepted_tokens must be [B, max_path_len]");
+    for (int32_t i = 1; i < 4; ++i)
+    {
+        expect(outputs[i].nbDims == 1 && outputs[i].d[0] == batch, "output " + std::to_string(i) + " must be [B]");
+    }
+    inputs[4] = dimsOf({batch, paths});
+    expect(build(*plugin)->getOutputShapes(inputs.data(), 6, nullptr, 0, outputs.data(), 4, exprs) != 0
+            && gLogger.hasError("input 4 (paths) must be [B, P, max_path_len], got rank 2"),
+        "a rank-2 paths input must be refused with a message: " + gLogger.lastError());
+
+    Fields logitsFields = validFields(0, 1);
+    plugin = create(logitsFields);
+    std::vector<DimsExprs> logitsInputs{dimsOf({rows, vocab}), dimsOf({rows, exprs.makeConstant(kTargetHidden)}),
+        dimsOf({exprs.symbol("T")}), dimsOf({rows}), dimsOf({exprs.symbol("S")})};
+    std::vector<DimsExprs> rewritten(1);
+    expect(build(*plugin)->getOutputShapes(logitsInputs.data(), 5, nullptr, 0, rewritten.data(), 1, exprs) == 0
+            && rewritten[0].nbDims == 2 && rewritten[0].d[0] == rows && rewritten[0].d[1] == vocab,
+        "rewritten logits must have the logits' shape");
+}
+
+void checkConfigureShapes()
+{
+    Fields fields = validFields(0, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    IPluginV3OneBuild* b = build(*plugin);
+    std::vector<DynamicPluginTensorDesc> outputs = acceptOutputs(-1);
+    std::vector<DynamicPluginTensorDesc> dynamic = acceptInputs(-1, -1, -1, false);
+    expect(b->configurePlugin(dynamic.data(), 6, outputs.data(), 4) == 0,
+        "dynamic dimensions must be accepted: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> fixed = acceptInputs(4, 16, 1, false);
+    expect(b->configurePlugin(fixed.data(), 6, outputs.data(), 4) == 0, "consistent shapes must be accepted");
+
+    auto refusedWith = [&](std::vector<DynamicPluginTensorDesc> inputs, int32_t nbInputs, std::string const& text) {
+        return b->configurePlugin(inputs.data(), nbInputs, outputs.data(), 4) != 0 && gLogger.hasError(text);
+    };
+    std::vector<DynamicPluginTensorDesc> wrongHidden = fixed;
+    wrongHidden[1].desc.dims.d[1] = kTargetHidden + 1;
+    expect(refusedWith(wrongHidden, 6, "(the target_hidden field)"), "hidden width: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> wrongPaths = fixed;
+    wrongPaths[4].desc.dims.d[2] = kMaxPathLen + 2;
+    expect(refusedWith(wrongPaths, 6, "(the max_path_len field)"), "paths width: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> wrongRows = fixed;
+    wrongRows[0].desc.dims.d[0] = 4 * 16;
+    expect(refusedWith(wrongRows, 6, "B * (N + 1)"), "logits rows: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> wrongBatch = fixed;
+    wrongBatch[5].desc.dims.d[0] = 3;
+    expect(refusedWith(wrongBatch, 6, "input 5 (threshold, [B]) has 3"), "threshold length: " + gLogger.lastError());
+    expect(refusedWith(fixed, 5, "takes 6 inputs"), "input count: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> tooMany = acceptInputs(1, 2048, 1, false);
+    expect(refusedWith(tooMany, 6, "at most 2047"), "node limit: " + gLogger.lastError());
+}
+
+void checkWorkspace()
+{
+    Fields fields = validFields(0, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    std::vector<DynamicPluginTensorDesc> inputs = acceptInputs(64, 16, 1, false);
+    inputs[0].max.d[1] = 128256;
+    std::vector<DynamicPluginTensorDesc> outputs = acceptOutputs(64);
+    size_t const bytes = build(*plugin)->getWorkspaceSize(inputs.data(), 6, outputs.data(), 4);
+    size_t const expected = size_t{64} * 17 * 16 * 12; // rows * ceil(128256 / 8192) splits * 12-byte partials
+    expect(bytes == expected, "workspace " + std::to_string(bytes) + " bytes, expected " + std::to_string(expected));
+}
+
+void checkSerializationRoundTrip()
+{
+    for (int32_t setup : {0, 1})
+    {
+        for (int32_t mode : {0, 1})
+        {
+            Fields fields = validFields(setup, mode);
+            std::unique_ptr<IPluginV3> plugin = create(fields);
+            PluginFieldCollection const* serialized = runtime(*plugin)->getFieldsToSerialize();
+            std::vector<FieldCopy> const before = copyFields(serialized);
+            expect(before.size() == 8, "8 serialized fields");
+            std::unique_ptr<IPluginV3> restored(
+                creator()->createPlugin("autojudge_accept", serialized, TensorRTPhase::kRUNTIME));
+            expect(restored != nullptr, "createPlugin(kRUNTIME) from the serialized fields failed: " + gLogger.lastError());
+            expect(copyFields(runtime(*restored)->getFieldsToSerialize()) == before,
+                "the restored plugin must serialize to the same fields");
+            expect(std::string(build(*restored)->getMetadataString()) == build(*plugin)->getMetadataString(),
+                "same metadata string");
+        }
+    }
+}
+
+void checkClone()
+{
+    Fields fields = validFields(1, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    std::vector<FieldCopy> const original = copyFields(runtime(*plugin)->getFieldsToSerialize());
+    std::string const metadata = build(*plugin)->getMetadataString();
+    std::unique_ptr<IPluginV3> copy(plugin->clone());
+    expect(copy != nullptr && copy.get() != plugin.get(), "clone must return a new object");
+    plugin.reset();
+    expect(copyFields(runtime(*copy)->getFieldsToSerialize()) == original, "the clone must own the same fields");
+    expect(build(*copy)->getMetadataString() == metadata, "the clone must describe the same configuration");
+    expect(build(*copy)->getNbOutputs() == 4, "the clone keeps output_mode");
+}
+
+void checkAttachToContext()
+{
+    Fields fields = validFields(0, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    ResourceContext context;
+    std::unique_ptr<IPluginV3> attached(runtime(*plugin)->attachToContext(&context));
+    if (attached != nullptr)
+    {
+        // A CUDA device is present: the attached clone holds the same fields.
+        expect(copyFields(runtime(*attached)->getFieldsToSerialize())
+                == copyFields(runtime(*plugin)->getFieldsToSerialize()),
+            "the attached clone must hold the same fields");
+        std::cout << "note attach_to_context: a CUDA device was available, judge_weight was uploaded\n";
+        return;
+    }
+    expect(context.recorder.has(ErrorCode::kFAILED_ALLOCATION, "could not copy judge_weight"),
+        "without a GPU, attachToContext must fail through the context's error recorder: " + gLogger.lastError());
+    std::cout << "note attach_to_context: no CUDA device; the failure was reported through the recorder\n";
+}
+
+void checkEnqueueRejectsBadShapes()
+{
+    Fields fields = validFields(0, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    std::vector<DynamicPluginTensorDesc> inputs = acceptInputs(2, 3, 1, false);
+    inputs[0].desc.dims.d[0] = 7; // B * (N + 1) is 8
+    std::vector<PluginTensorDesc> inputDesc;
+    for (DynamicPluginTensorDesc const& input : inputs)
+    {
+        inputDesc.push_back(input.desc);
+    }
+    std::vector<PluginTensorDesc> outputDesc(4);
+    std::vector<void const*> inputPointers(6, nullptr);
+    std::vector<void*> outputPointers(4, nullptr);
+    int32_t const status = runtime(*plugin)->enqueue(
+        inputDesc.data(), outputDesc.data(), inputPointers.data(), outputPointers.data(), nullptr, nullptr);
+    expect(status != 0 && gLogger.hasError("expected 8 (B * (N + 1)"),
+        "enqueue must refuse 7 logits rows for B = 2, N = 3 before touching memory: " + gLogger.lastError());
+    expect(runtime(*plugin)->onShapeChange(inputDesc.data(), 6, outputDesc.data(), 4) != 0,
+        "onShapeChange must refuse the same shapes");
+}
+
+class LoggerFinder : public ILoggerFinder
+{
+public:
+    ILogger* findLogger() override
+    {
+        return &logger;
+    }
+    RecordingLogger logger;
+};
+
+void checkLoggerFinder()
+{
+    LoggerFinder finder;
+    gLibrary.setLoggerFinder(&finder);
+    Fields fields = validFields(0, 0);
+    fields.remove("judge_bias");
+    bool const created = create(fields) != nullptr;
+    gLibrary.setLoggerFinder(nullptr);
+    expect(!created, "createPlugin without judge_bias must fail");
+    expect(finder.logger.hasError("missing field 'judge_bias'"),
+        "errors must go to the logger found through setLoggerFinder (as TensorRT's loadLibrary sets it)");
+}
+
+std::map<std::string, std::function<void()>> const kChecks{
+    {"logger_finder", checkLoggerFinder},
+    {"creators", checkCreators},
+    {"init_registration", checkInitRegistration},
+    {"create_plugin", checkCreatePlugin},
+    {"reject_bad_fields", checkRejectBadFields},
+    {"output_data_types", checkOutputDataTypes},
+    {"format_combinations", checkFormatCombinations},
+    {"output_shapes", checkOutputShapes},
+    {"configure_shapes", checkConfigureShapes},
+    {"workspace", checkWorkspace},
+    {"serialization_roundtrip", checkSerializationRoundTrip},
+    {"clone", checkClone},
+    {"attach_to_context", checkAttachToContext},
+    {"enqueue_rejects_bad_shapes", checkEnqueueRejectsBadShapes},
+};
+
+template <typename F>
+F symbol(char const* name)
+{
+    void* address = dlsym(gLibrary.handle, name);
+    if (address == nullptr)
+    {
+        std::cerr << "the plugin library does not export " << name << "\n";
+        std::exit(2);
+    }
+    return reinterpret_cast<F>(address);
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc < 3)
+    {
+        std::cerr << "usage: " << argv[0] << " <libautojudge_trt_plugin.so> list | <check>...\n";
+        return 2;
+    }
+    if (std::string(argv[2]) == "list")
+    {
+        for (auto const& check : kChecks)
+        {
+            std::cout << check.first << "\n";
+        }
+        return 0;
+    }
+    gLibrary.handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (gLibrary.handle == nullptr)
+    {
+        std::cerr << "dlopen failed: " << dlerror() << "\n";
+        return 2;
+    }
+    gLibrary.getCreators = symbol<IPluginCreatorInterface* const* (*) (int32_t&)>("getCreators");
+    gLibrary.init = symbol<bool (*)(void*, char const*)>("initAutoJudgePlugins");
+    gLibrary.setLoggerFinder = symbol<void (*)(ILoggerFinder*)>("setLoggerFinder");
+    gLibrary.init(&gLogger, "autojudge"); // the logger for every check (registration is checked separately)
+
+    int failures = 0;
+    for (int i = 2; i < argc; ++i)
+    {
+        auto const check = kChecks.find(argv[i]);
+        if (check == kChecks.end())
+        {
+            std::cout << "FAIL " << argv[i] << ": no such check\n";
+            ++failures;
+            continue;
+        }
+        try
+        {
+            check->second();
+            std::cout << "PASS " << argv[i] << "\n";
+        }
+        catch (CheckFailure const& failure)
+        {
+            std::cout << "FAIL " << argv[i] << ": " << failure.what() << "\n";
+            ++failures;
+        }
+    }
+    return failures == 0 ? 0 : 1;
+}
