@@ -178,6 +178,36 @@ AUTOJUDGE_HD int32_t acceptedTokenAt(int32_t j, int32_t const* bestPathRow, //!<
     return kPad;
 }
 
+//! Logits mode: the first of the rows (last_token_ids ascending, 1-based token positions) whose
+//! input token lies after token position `position`. The rows of a request whose tokens are the
+//! positions (start, end] are [firstRowAfter(start), firstRowAfter(end)); the first is its root.
+AUTOJUDGE_HD int32_t firstRowAfter(int32_t const* lastTokenIds, //!< [num_rows]
+    int32_t numRows, int64_t position)
+{
+    int32_t low = 0;
+    int32_t high = numRows;
+    while (low < high)
+    {
+        int32_t const middle = low + (high - low) / 2;
+        if (lastTokenIds[middle] <= position)
+        {
+            low = middle + 1;
+        }
+        else
+        {
+            high = middle;
+        }
+    }
+    return low;
+}
+
+//! Logits mode: row `child` of a request is a draft node of the chain when its input token is the
+//! one right after its parent row's (the rows after a request's root are its draft tokens).
+AUTOJUDGE_HD bool isDraftChildRow(int32_t const* lastTokenIds, int32_t child)
+{
+    return lastTokenIds[child] == lastTokenIds[child - 1] + 1;
+}
+
 //! Logits mode: does the judge make row `parent` prefer the draft token of its child node? Only a
 //! mismatching in-vocabulary draft token whose judge logit passes the threshold is rewritten.
 AUTOJUDGE_HD bool judgeRewritesRow(int32_t draftToken, int32_t parentArgmax, int32_t vocabSize, float judgeLogit,

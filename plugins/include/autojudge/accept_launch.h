@@ -6,9 +6,10 @@
  *   1. scoreNodes: one block per (row, vocabulary chunk): the partial argmax of the target logits
  *      over the chunk and the partial judge dot product over a slice of the features, into the
  *      workspace. In logits mode it also copies the row to the output.
- *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence: reduces
- *      the partials of its rows (target argmax, judge logit = bias + dot), then walks the paths
- *      and writes the accepted tokens, or rewrites the rows whose draft child the judge accepts.
+ *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence (request):
+ *      reduces the partials of its rows (target argmax, judge logit = bias + dot), then walks the
+ *      paths and writes the accepted tokens, or rewrites the rows whose draft child the judge
+ *      accepts.
  * Shapes use B = batch_size, N = num_draft_nodes, P = num_paths, D + 1 = max_path_len.
  */
 #pragma once
@@ -70,14 +71,14 @@ struct AcceptTreeArgs
 
 struct RewriteLogitsArgs
 {
-    NodeRows rows;              //!< num_rows = L gathered logits rows, sequence s owns 1 + draft_lens[s]
-    int32_t const* inputIds;    //!< [num_tokens] the step's packed input token ids
-    int32_t numTokens;          //!< T
-    int32_t const* lastTokenIds;//!< [L] 1-based position in inputIds of each row's input token
-    int32_t const* draftLens;   //!< [S] draft tokens of each sequence in this step
-    int32_t numSequences;       //!< S
-    float threshold;            //!< probability threshold of the judge
-    void* rewrittenLogits;      //!< [L, vocab_size] out, of logitsType
+    NodeRows rows;                  //!< num_rows = L gathered logits rows, in packed request order
+    int32_t const* inputIds;        //!< [T] the step's packed input token ids
+    int32_t numTokens;              //!< T
+    int32_t const* lastTokenIds;    //!< [L] 1-based position in inputIds of each row's input token
+    int32_t const* tokensPerRequest;//!< [S] tokens of each request in inputIds (packed order)
+    int32_t numRequests;            //!< S
+    float threshold;                //!< probability threshold of the judge
+    void* rewrittenLogits;          //!< [L, vocab_size] out, of logitsType
 };
 
 //! Vocabulary chunks per row (blocks of scoreNodes per row).

@@ -4,7 +4,7 @@
  * Every function returns 0 on success, or AUTOJUDGE_HOST_INVALID_ARGUMENT when a size, a dtype code
  * or a pointer is invalid (then nothing is written). Arrays are dense row-major; shapes use
  * B = batch_size, N = num_draft_nodes, P = num_paths, D + 1 = max_path_len, R = num_rows,
- * V = vocab_size, S = num_sequences, T = num_tokens. dtype codes: 0 float32, 1 float16, 2 bfloat16.
+ * V = vocab_size, S = num_requests, T = num_tokens. dtype codes: 0 float32, 1 float16, 2 bfloat16.
  */
 #pragma once
 
@@ -54,14 +54,14 @@ int32_t autojudge_host_accept_tree(int32_t batch_size, int32_t num_draft_nodes, 
 //! to rewritten_logits, then, in each row whose draft child the judge accepts, makes the draft
 //! token the strict argmax (plugins/README.md, "Logits mode").
 int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
-    void const* target_logits,     /* [R, V] */
-    int32_t const* target_argmax,  /* [R] */
-    float const* judge_logit,      /* [R] */
+    void const* target_logits,          /* [R, V] */
+    int32_t const* target_argmax,       /* [R] */
+    float const* judge_logit,           /* [R] */
     int32_t num_tokens, int32_t const* input_ids, /* [T] */
-    int32_t const* last_token_ids, /* [R] 1-based positions in input_ids */
-    int32_t num_sequences, int32_t const* draft_lens, /* [S] */
+    int32_t const* last_token_ids,      /* [R] 1-based positions in input_ids, ascending */
+    int32_t num_requests, int32_t const* tokens_per_request, /* [S] */
     float threshold,
-    void* rewritten_logits);       /* [R, V] out */
+    void* rewritten_logits);            /* [R, V] out */
 
 #ifdef __cplusplus
 }

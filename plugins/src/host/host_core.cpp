@@ -163,13 +163,13 @@ int32_t autojudge_host_accept_tree(int32_t batch_size, int32_t num_draft_nodes, 
 
 int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
     void const* target_logits, int32_t const* target_argmax, float const* judge_logit, int32_t num_tokens,
-    int32_t const* input_ids, int32_t const* last_token_ids, int32_t num_sequences, int32_t const* draft_lens,
+    int32_t const* input_ids, int32_t const* last_token_ids, int32_t num_requests, int32_t const* tokens_per_request,
     float threshold, void* rewritten_logits)
 {
-    bool const valid = num_rows >= 0 && vocab_size > 0 && num_tokens >= 0 && num_sequences >= 0
+    bool const valid = num_rows >= 0 && vocab_size > 0 && num_tokens >= 0 && num_requests >= 0
         && autojudge::isElementType(logits_dtype)
         && (num_rows == 0 || (target_logits && target_argmax && judge_logit && last_token_ids && rewritten_logits))
-        && (num_tokens == 0 || input_ids) && (num_sequences == 0 || draft_lens);
+        && (num_tokens == 0 || input_ids) && (num_requests == 0 || tokens_per_request);
     if (!valid)
     {
         return AUTOJUDGE_HOST_INVALID_ARGUMENT;
@@ -179,16 +179,18 @@ int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int3
         static_cast<size_t>(num_rows) * static_cast<size_t>(vocab_size) * autojudge::elementBytes(type));
     double const cut = autojudge::thresholdLogit(threshold);
     autojudge::FloatFormat const format = autojudge::floatFormat(type);
-    int64_t rowOffset = 0;
-    for (int32_t s = 0; s < num_sequences; ++s)
+    int64_t tokenEnd = 0;
+    for (int32_t s = 0; s < num_requests; ++s)
     {
-        int32_t const numDraft = draft_lens[s] > 0 ? draft_lens[s] : 0;
-        for (int32_t j = 1; j <= numDraft && rowOffset + j < num_rows; ++j)
+        int64_t const tokenStart = tokenEnd;
+        tokenEnd += tokens_per_request[s] > 0 ? tokens_per_request[s] : 0;
+        int32_t const firstRow = autojudge::firstRowAfter(last_token_ids, num_rows, tokenStart);
+        int32_t const endRow = autojudge::firstRowAfter(last_token_ids, num_rows, tokenEnd);
+        for (int32_t child = firstRow + 1; child < endRow; ++child)
         {
-            int64_t const child = rowOffset + j;
-            int64_t const parent = child - 1;
+            int32_t const parent = child - 1;
             int64_t const position = int64_t{last_token_ids[child]} - 1;
-            if (position < 0 || position >= num_tokens)
+            if (!autojudge::isDraftChildRow(last_token_ids, child) || position < 0 || position >= num_tokens)
             {
                 continue;
             }
@@ -200,14 +202,12 @@ int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int3
                 continue;
             }
             uint32_t next;
-            int64_t const parentBase = parent * vocab_size;
-            if (autojudge::nextFiniteAbove(
-                    elementBitsAt(target_logits, type, parentBase + parentArgmax), format, next))
+            int64_t const parentBase = int64_t{parent} * vocab_size;
+            if (autojudge::nextFiniteAbove(elementBitsAt(target_logits, type, parentBase + parentArgmax), format, next))
             {
                 setElementBits(rewritten_logits, type, parentBase + draftToken, next);
             }
         }
-        rowOffset += 1 + numDraft;
     }
     return AUTOJUDGE_HOST_OK;
 }

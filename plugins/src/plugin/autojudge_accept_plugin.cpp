@@ -47,7 +47,7 @@ constexpr std::array<InputSpec, 6> kLogitsInputs{{
     {"target_hidden", 2, "[L, target_hidden]"},
     {"input_ids", 1, "[T]"},
     {"last_token_ids", 1, "[L]"},
-    {"draft_lens", 1, "[S]"},
+    {"tokens_per_request", 1, "[S]"},
     {"draft_hidden", 2, "[L, draft_hidden]"},
 }};
 
@@ -577,8 +577,8 @@ int32_t AutoJudgeAcceptPlugin::enqueueLogits(nvinfer1::PluginTensorDesc const* i
     args.inputIds = static_cast<int32_t const*>(inputs[idx(LogitsInput::kINPUT_IDS)]);
     args.numTokens = static_cast<int32_t>(inputDesc[idx(LogitsInput::kINPUT_IDS)].dims.d[0]);
     args.lastTokenIds = static_cast<int32_t const*>(inputs[idx(LogitsInput::kLAST_TOKEN_IDS)]);
-    args.draftLens = static_cast<int32_t const*>(inputs[idx(LogitsInput::kDRAFT_LENS)]);
-    args.numSequences = static_cast<int32_t>(inputDesc[idx(LogitsInput::kDRAFT_LENS)].dims.d[0]);
+    args.tokensPerRequest = static_cast<int32_t const*>(inputs[idx(LogitsInput::kTOKENS_PER_REQUEST)]);
+    args.numRequests = static_cast<int32_t>(inputDesc[idx(LogitsInput::kTOKENS_PER_REQUEST)].dims.d[0]);
     args.threshold = mConfig.threshold;
     args.rewrittenLogits = outputs[idx(LogitsOutput::kREWRITTEN_LOGITS)];
     size_t const workspaceBytes = acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);

@@ -43,16 +43,16 @@ enum class AcceptOutput : int32_t
     kJUDGED_COUNT = 3,    //!< [B] int32: accepted mismatches let through by the judge
 };
 
-//! Inputs of output_mode 1 (logits). L = gathered logits rows (S + sum of draft_lens), T = tokens
-//! of the step, S = sequences of the step.
+//! Inputs of output_mode 1 (logits). L = gathered logits rows, T = tokens of the step, S = requests
+//! of the step (TensorRT-LLM's packed layout: plugins/README.md, "Logits mode").
 enum class LogitsInput : int32_t
 {
-    kTARGET_LOGITS = 0,  //!< [L, V] fp32/fp16/bf16: the LM head's gathered rows
-    kTARGET_HIDDEN = 1,  //!< [L, target_hidden] fp32/fp16/bf16: the LM head's input rows
-    kINPUT_IDS = 2,      //!< [T] int32: the step's packed input ids
-    kLAST_TOKEN_IDS = 3, //!< [L] int32: 1-based position in input_ids of each row's input token
-    kDRAFT_LENS = 4,     //!< [S] int32: draft tokens of each sequence; sequence s owns 1 + draft_lens[s] rows
-    kDRAFT_HIDDEN = 5,   //!< [L, draft_hidden] same type as target_hidden (DD-DT only)
+    kTARGET_LOGITS = 0,      //!< [L, V] fp32/fp16/bf16: the LM head's gathered rows
+    kTARGET_HIDDEN = 1,      //!< [L, target_hidden] fp32/fp16/bf16: the LM head's input rows
+    kINPUT_IDS = 2,          //!< [T] int32: the step's packed input ids
+    kLAST_TOKEN_IDS = 3,     //!< [L] int32: 1-based position in input_ids of each row's input token, ascending
+    kTOKENS_PER_REQUEST = 4, //!< [S] int32: input tokens of each request, packed order
+    kDRAFT_HIDDEN = 5,       //!< [L, draft_hidden] same type as target_hidden (DD-DT only)
 };
 
 //! Output of output_mode 1 (logits).
