@@ -1,0 +1,117 @@
+"""Engine build commands (build_scripts/build_engines.py) and the target's autojudge config block."""
+import importlib.util
+import json
+import runpy
+import shlex
+from pathlib import Path
+
+import pytest
+
+from trtllm_autojudge.trt import model_cls_path
+from trtllm_autojudge.trt.convert import write_autojudge_block
+from trtllm_autojudge.trt.io_spec import BLOCK_KEY, EngineBlock, accept_engine_inputs, engine_block
+
+REPO = Path(__file__).resolve().parents[1]
+build_main = runpy.run_path(str(REPO / "build_scripts" / "build_engines.py"))["main"]
+
+
+def dry_run(capsys, tmp_path, *extra):
+    argv = ["--draft_model_dir", "hf/draft", "--target_model_dir", "hf/target", "--judge", "judge.safetensors",
+            "--plugin_lib", "libautojudge_trt_plugin.so", "--output_dir", str(tmp_path / "out"), "--dry-run", *extra]
+    assert build_main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    block_end = out.index("}")
+    return json.loads("\n".join(out[1:block_end + 1])), [shlex.split(line) for line in out[block_end + 1:]]
+
+
+def flag(cmd, name):
+    return cmd[cmd.index(name) + 1]
+
+
+def test_dry_run_prints_convert_and_build_commands(capsys, tmp_path):
+    block, cmds = dry_run(capsys, tmp_path, "--tp_size", "4", "--depth", "6", "--width", "3", "--max_requests", "2",
+                          "--max_input_len", "100", "--max_new_tokens", "50")
+    assert len(cmds) == 4
+    conv_draft, conv_target, build_draft, build_target = cmds
+    for conv in (conv_draft, conv_target):
+        assert conv[1:3] == ["-m", "trtllm_autojudge.trt.convert"] and flag(conv, "--tp_size") == "4"
+    assert "--autojudge_block" in conv_target and "--autojudge_block" not in conv_draft
+    assert build_draft[0] == build_target[0] == "trtllm-build"
+    assert flag(build_draft, "--checkpoint_dir") == flag(conv_draft, "--output_dir")
+    assert flag(build_target, "--checkpoint_dir") == flag(conv_target, "--output_dir")
+    assert "--model_cls_file" not in build_draft
+    assert Path(flag(build_target, "--model_cls_file")) == model_cls_path() and model_cls_path().is_file()
+    assert flag(build_target, "--model_cls_name") == "AutoJudgeLLaMAForCausalLM"
+    assert flag(build_target, "--kv_cache_type") == "disabled"
+    assert flag(build_target, "--remove_input_padding") == "enable"
+    # chain tree depth 6, width 3: 18 nodes, 13 paths (12 leaf siblings + the chain's end), D+1 = 7
+    assert (block["max_draft_nodes"], block["max_paths"], block["max_path_len"], block["max_requests"]) == (18, 13, 7, 2)
+    assert flag(build_target, "--max_batch_size") == str(2 * 13)  # one context row per path per request
+    longest = 100 + 50 + 6
+    assert flag(build_target, "--max_input_len") == flag(build_target, "--max_seq_len") == str(longest)
+    assert flag(build_target, "--max_num_tokens") == str(2 * 13 * longest)
+    assert flag(build_draft, "--max_batch_size") == "2" and flag(build_draft, "--max_seq_len") == str(longest)
+    assert Path(block["judge_file"]).is_absolute() and Path(block["plugin_library"]).is_absolute()
+
+
+def test_dry_run_chain_defaults(capsys, tmp_path):
+    block, cmds = dry_run(capsys, tmp_path)
+    assert (block["max_draft_nodes"], block["max_paths"], block["max_path_len"]) == (8, 1, 9)
+    assert flag(cmds[0], "--tp_size") == "1"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is not None, reason="tensorrt_llm is installed here")
+def test_real_build_without_tensorrt_llm_says_what_is_missing(capsys, tmp_path):
+    argv = ["--draft_model_dir", "d", "--target_model_dir", "t", "--judge", "j", "--plugin_lib", "p",
+            "--output_dir", str(tmp_path)]
+    assert build_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "tensorrt-llm==1.2" in err and "--dry-run" in err
+    assert not (tmp_path / "autojudge_block.json").exists()
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        build_main(["--draft_model_dir", "d", "--target_model_dir", "t", "--judge", "j", "--plugin_lib", "p",
+                    "--output_dir", str(tmp_path), "--depth", "0", "--dry-run"])
+
+
+def test_block_round_trip_through_checkpoint_and_engine_config(tmp_path):
+    block = engine_block("j.safetensors", "lib.so", max_requests=4, max_draft_nodes=8, max_paths=5, max_path_len=5)
+    (tmp_path / "config.json").write_text(json.dumps({"architecture": "LlamaForCausalLM", "hidden_size": 64}))
+    write_autojudge_block(tmp_path, block)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architecture"] == "LlamaForCausalLM"
+    assert EngineBlock.from_dict(config[BLOCK_KEY]) == block
+    # trtllm-build copies the checkpoint config into the engine's config.json as pretrained_config
+    assert EngineBlock.from_engine_config({"pretrained_config": config, "build_config": {}}) == block
+    assert block.max_rows == 20
+
+
+def test_block_errors_say_what_to_change():
+    with pytest.raises(ValueError, match="no 'autojudge' block"):
+        EngineBlock.from_dict(None)
+    with pytest.raises(ValueError, match="unknown keys"):
+        EngineBlock.from_dict({"judge_file": "j", "plugin_library": "p", "max_requests": 1, "max_draft_nodes": 2,
+                               "max_paths": 1, "max_path_len": 3, "colour": "red"})
+    with pytest.raises(ValueError, match="max_path_len"):
+        EngineBlock("j", "p", 1, 2, 1, 4)
+    with pytest.raises(ValueError, match="not an AutoJudge target engine"):
+        EngineBlock.from_engine_config({"pretrained_config": {}})
+    with pytest.raises(FileNotFoundError, match="convert the checkpoint first"):
+        write_autojudge_block("/nonexistent-dir", EngineBlock("j", "p", 1, 2, 1, 3))
+
+
+def test_engine_inputs_spec():
+    block = EngineBlock("j", "p", max_requests=4, max_draft_nodes=6, max_paths=3, max_path_len=4)
+    dt = {s.name: s for s in accept_engine_inputs(block, 0)}
+    assert list(dt) == ["autojudge_node_rows", "autojudge_draft_tokens", "autojudge_draft_lens", "autojudge_paths",
+                        "autojudge_threshold"]
+    assert dict(dt["autojudge_node_rows"].dims)["autojudge_node_rows"] == (1, 14, 28)  # B*(N+1) = 28
+    assert dt["autojudge_paths"].shape == (-1, -1, 4)
+    assert dict(dt["autojudge_paths"].dims)["autojudge_path_len"] == (4, 4, 4)
+    assert dt["autojudge_threshold"].dtype == "float32"
+    ddt = {s.name: s for s in accept_engine_inputs(block, 32)}
+    assert ddt["autojudge_draft_hidden"].shape == (-1, 32) and ddt["autojudge_draft_hidden"].dtype == "model"
+    for spec in ddt.values():  # every dimension is named with a [min, opt, max] range
+        assert len(spec.dims) == len(spec.shape) and all(lo <= opt <= hi for _, (lo, opt, hi) in spec.dims)
