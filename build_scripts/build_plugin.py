@@ -19,6 +19,7 @@ Usage: ``python build_scripts/build_plugin.py [--build-dir DIR] [--host-only] ..
 from __future__ import annotations
 
 import argparse
+import fcntl
 import importlib.util
 import os
 import re
@@ -165,6 +166,13 @@ def build(build_dir: str | Path | None = None, *, tensorrt_root: str | None = No
     if cmake is None:
         raise BuildError("cmake not found on PATH: install CMake >= 3.24 (apt-get install cmake, or pip install cmake)")
     build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / ".build.lock", "w") as lock:  # one build at a time per folder (parallel test runs)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked(cmake, build_dir, tensorrt_root, host_only, cuda_archs, build_type, jobs)
+
+
+def _build_locked(cmake: str, build_dir: Path, tensorrt_root: str | None, host_only: bool, cuda_archs: str,
+                  build_type: str, jobs: int | None) -> BuildResult:
     log = build_dir / "build.log"
     log.write_text("")
     defines = [f"-DCMAKE_BUILD_TYPE={build_type}", f"-DAUTOJUDGE_BUILD_CUDA={'OFF' if host_only else 'ON'}",

@@ -1,0 +1,390 @@
+"""The C++ host core (libautojudge_host.so, the functions the CUDA kernels run) against the Python
+reference: accept_tree + judge_relaxed token for token, the fused argmax + judge dot product
+against NumPy, logits mode against accept mode, and torch.ops.autojudge on CPU.
+
+The library is built by build_scripts/build_plugin.py into build/plugins (incrementally, once per
+session)."""
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from trtllm_autojudge.decoding.acceptance import PAD, accept_tree
+from trtllm_autojudge.decoding.rules import judge_relaxed
+from trtllm_autojudge.decoding.tree import DraftTree
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("cmake") is None or (shutil.which("c++") is None and shutil.which("g++") is None),
+    reason="needs cmake and a C++ compiler to build libautojudge_host.so")
+
+
+@pytest.fixture(scope="module")
+def core():
+    from trtllm_autojudge.ops.host_library import host_core
+    return host_core()
+
+
+def to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """bfloat16 bits (truncated float32), and their exact float32 values."""
+    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def reference(draft_tokens, target_argmax, paths, judge_logit, threshold, draft_lens):
+    relaxed = None if judge_logit is None else judge_relaxed(judge_logit.astype(np.float64), threshold.astype(np.float64))
+    return accept_tree(draft_tokens, target_argmax, paths, relaxed, draft_lens)
+
+
+def assert_same(got, want, context=""):
+    for name in ("accepted_len", "best_path", "judged_count", "accepted_tokens"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{name} {context}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Random cases: chains and trees, ties between paths, -1 padding, NaN/inf, draft lengths 0 and N.
+
+def random_paths(rng: np.random.Generator) -> np.ndarray:
+    """[P, D+1] path rows of a chain, a static tree or a random tree, with padding and duplicates."""
+    kind = rng.integers(3)
+    if kind == 0:
+        k = int(rng.integers(0, 33))
+        paths = np.arange(k + 1, dtype=np.int32)[None]
+    elif kind == 1:
+        paths = DraftTree.static([int(w) for w in rng.integers(1, 4, size=rng.integers(1, 4))]).paths
+    else:
+        n = int(rng.integers(1, 64))
+        parents = [-1] + [int(rng.integers(0, i)) for i in range(1, n + 1)]
+        paths = DraftTree(tuple(parents), (0,) * (n + 1)).paths
+    rows = [paths]
+    if rng.random() < 0.3:
+        rows.append(paths[rng.integers(len(paths), size=rng.integers(1, 3))])  # duplicate rows: index ties
+    if rng.random() < 0.4:
+        pad = np.full((int(rng.integers(1, 3)), paths.shape[1]), PAD, np.int32)
+        rows.append(pad)
+    out = np.concatenate(rows)
+    return out[rng.permutation(len(out))]
+
+
+def random_case(rng: np.random.Generator):
+    paths1 = random_paths(rng)
+    N = int(paths1.max(initial=0))
+    B = int(rng.integers(1, 6))
+    V = int(rng.integers(2, 6))  # a small vocabulary: many exact matches, long prefixes, ties
+    paths = np.stack([paths1[rng.permutation(len(paths1))] for _ in range(B)])
+    if rng.random() < 0.1:
+        paths[:] = PAD  # no path row at all
+    draft_tokens = rng.integers(0, V, size=(B, N)).astype(np.int32)
+    target_argmax = rng.integers(0, V, size=(B, N + 1)).astype(np.int32)
+    judge_logit = (rng.normal(size=(B, N + 1)) * 3).astype(np.float32)
+    special = rng.random(size=judge_logit.shape)
+    judge_logit[special < 0.05] = np.nan
+    judge_logit[(special >= 0.05) & (special < 0.08)] = np.inf
+    judge_logit[(special >= 0.08) & (special < 0.11)] = -np.inf
+    judge_logit[(special >= 0.11) & (special < 0.14)] = 0.0
+    threshold = rng.choice([0.0, 1.0, 0.5, rng.random(), rng.random()], size=B).astype(np.float32)
+    draft_lens = rng.choice([0, N, int(rng.integers(0, N + 1))], size=B).astype(np.int32)
+    return draft_tokens, target_argmax, paths, judge_logit, threshold, draft_lens
+
+
+def test_host_core_equals_reference_on_random_cases(core):
+    rng = np.random.default_rng(2024)
+    for case in range(3000):
+        args = random_case(rng)
+        lossless = case % 7 == 0
+        if lossless:
+            args = args[:3] + (None, None) + args[5:]
+        assert_same(core.accept_tree(*args), reference(*args), f"case {case}")
+
+
+def test_judge_edge_cases(core):
+    # node 1 mismatches (draft 7, target argmax at the root 3); node 2 would match
+    draft_tokens, target_argmax = np.array([[7, 4]]), np.array([[3, 4, 9]])
+    paths = np.array([[[0, 1, 2]]])
+    cases = [  # (judge logit of node 1, threshold, accepted_len)
+        (-1e30, 0.0, 0),  # threshold 0: logit(0) = -inf, nothing accepts
+        (-np.inf, 0.0, 0), (-np.inf, 1.0, 0),  # an infinite logit never accepts
+        (np.nan, 1.0, 0),  # NaN never accepts
+        (1e30, 1.0, 2),  # threshold 1: every finite logit accepts
+        (0.0, 0.5, 0), (-1e-30, 0.5, 2),  # logit(0.5) = 0: strictly below accepts
+    ]
+    for logit, threshold, length in cases:
+        judge_logit = np.array([[-5.0, logit, 0.0]], np.float32)
+        got = core.accept_tree(draft_tokens, target_argmax, paths, judge_logit, np.float32(threshold))
+        want = reference(draft_tokens, target_argmax, paths, judge_logit, np.array([threshold], np.float32), None)
+        assert_same(got, want, f"logit {logit} threshold {threshold}")
+        assert got.accepted_len[0] == length, (logit, threshold)
+    # the root is never judged: a judge logit at node 0 changes nothing
+    for root_logit in (-100.0, 100.0, np.nan):
+        got = core.accept_tree(draft_tokens, target_argmax, paths, np.array([[root_logit, 5.0, 5.0]], np.float32), 0.5)
+        assert got.accepted_len[0] == 0 and got.accepted_tokens[0].tolist() == [3, PAD, PAD]
+
+
+def test_draft_lengths_padding_and_bonus(core):
+    draft_tokens, target_argmax = np.array([[1, 2, 3]] * 3), np.array([[1, 2, 3, 4]] * 3)  # all exact
+    paths = np.array([[[0, 1, 2, 3]]] * 3)
+    got = core.accept_tree(draft_tokens, target_argmax, paths, draft_lens=np.array([0, 2, 3]))
+    assert got.accepted_len.tolist() == [0, 2, 3]
+    assert got.accepted_tokens.tolist() == [[1, PAD, PAD, PAD], [1, 2, 3, PAD], [1, 2, 3, 4]]  # 4: the bonus token
+    none = core.accept_tree(draft_tokens, target_argmax, np.full((3, 2, 4), PAD))  # only padding rows
+    assert none.accepted_len.tolist() == [0] * 3 and none.best_path.tolist() == [0] * 3
+    assert none.accepted_tokens[:, 0].tolist() == [1] * 3  # the target's token at the root
+
+
+def test_path_ties(core):
+    # draft: nodes 1..4 carry 5, 6, 5, 6; target argmax: root 5, node 1 0, node 2 0, node 3 6, node 4 0
+    draft_tokens = np.array([[5, 6, 5, 6]])
+    target_argmax = np.array([[5, 0, 0, 6, 0]])
+    judge_logit = np.array([[0, -9, -9, -9, 9]], np.float32)  # the judge would pass nodes 1-3, not node 4
+    threshold = np.array([0.5], np.float32)
+    # [0, 1, 2]: 2 accepted, node 2 judged; [0, 3, 4]: 2 accepted, none judged -> fewer judged wins
+    paths = np.array([[[0, 1, 2], [0, 1, 4], [0, 3, 4]]])
+    got = core.accept_tree(draft_tokens, target_argmax, paths, judge_logit, threshold)
+    assert_same(got, reference(draft_tokens, target_argmax, paths, judge_logit, threshold, None))
+    assert (got.best_path[0], got.accepted_len[0], got.judged_count[0]) == (2, 2, 0)
+    # the same best row at indices 1 and 3 -> the lower index
+    paths = np.array([[[0, 1, 4], [0, 3, 4], [0, 1, 2], [0, 3, 4]]])
+    got = core.accept_tree(draft_tokens, target_argmax, paths, judge_logit, threshold)
+    assert_same(got, reference(draft_tokens, target_argmax, paths, judge_logit, threshold, None))
+    assert (got.best_path[0], got.accepted_tokens[0].tolist()) == (1, [5, 6, 0])
+
+
+def test_malformed_path_entries_end_the_path(core):
+    """The reference refuses these; the core (which cannot raise inside a kernel) stops the path
+    at the first index outside [1, draft_lens[b]] and never reads out of bounds."""
+    draft_tokens, target_argmax = np.array([[1, 2, 3]]), np.array([[1, 2, 3, 4]])
+    for row, length in (([0, 1, 7, 3], 1), ([0, 1, 0, 2], 1), ([0, -5, 1, 2], 0), ([0, 1, 2, 1 << 30], 2)):
+        got = core.accept_tree(draft_tokens, target_argmax, np.array([[row]]))
+        assert got.accepted_len[0] == length, row
+    assert core.accept_tree(draft_tokens, target_argmax, np.array([[[0, 1, 2, 3]]]),
+                            draft_lens=np.array([99])).accepted_len[0] == 3  # draft_lens clamped to N
+
+
+def test_host_core_refuses_bad_shapes(core):
+    with pytest.raises(ValueError, match=r"target_argmax must be \[B, N\+1\]"):
+        core.accept_tree(np.zeros((2, 3), int), np.zeros((2, 3), int), np.zeros((2, 1, 4), int))
+    with pytest.raises(ValueError, match="draft_tokens must hold integers"):
+        core.accept_tree(np.zeros((2, 3)), np.zeros((2, 4), int), np.zeros((2, 1, 4), int))
+    with pytest.raises(ValueError, match="needs a threshold"):
+        core.accept_tree(np.zeros((1, 1), int), np.zeros((1, 2), int), np.zeros((1, 1, 2), int), np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="judge_weight has 3 values"):
+        core.score_rows(np.zeros((2, 4), np.float32), np.zeros((2, 2), np.float32), np.zeros(3), 0.0)
+    with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
+        core.score_rows(np.zeros((2, 4), np.float64), np.zeros((2, 2), np.float32), np.zeros(2), 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fused argmax + judge dot product.
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("vocab", [1, 7, 111, 8193, 32000])
+def test_score_rows_argmax_and_dot_product(core, dtype, vocab):
+    rng = np.random.default_rng(vocab)
+    rows, ht, hd = 9, 48, 20
+    logits = rng.normal(size=(rows, vocab)).astype(np.float32)
+    logits[1, :] = 1.0  # a row of ties: the first index
+    logits[2, rng.integers(vocab, size=3)] = np.nan  # NaN ranks above every number: the first NaN
+    logits[3, :] = -np.inf
+    logits[4, -1] = np.inf
+    logits[5, :] = np.round(logits[5, :])  # many ties at the maximum
+    hidden = rng.normal(size=(rows, ht)).astype(np.float32)
+    draft = rng.normal(size=(rows, hd)).astype(np.float32)
+    if dtype == "float16":
+        logits, hidden, draft = logits.astype(np.float16), hidden.astype(np.float16), draft.astype(np.float16)
+        values = lambda a: a.astype(np.float32)  # noqa: E731
+    elif dtype == "bfloat16":
+        logits, hidden, draft = to_bf16_bits(logits), to_bf16_bits(hidden), to_bf16_bits(draft)
+        values = bf16_values
+    else:
+        values = lambda a: a  # noqa: E731
+    for draft_hidden in (None, draft):
+        features = values(hidden) if draft_hidden is None else np.concatenate([values(draft), values(hidden)], 1)
+        weight = rng.normal(size=features.shape[1]).astype(np.float32)
+        argmax, judge_logit = core.score_rows(logits, hidden, weight, -0.25, draft_hidden)
+        np.testing.assert_array_equal(argmax, np.argmax(values(logits), axis=1))
+        want = features.astype(np.float64) @ weight.astype(np.float64) - 0.25
+        np.testing.assert_allclose(judge_logit, want, rtol=1e-5, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Logits mode == accept mode, on packed TensorRT-LLM steps.
+
+def packed_step(rng: np.random.Generator, vocab: int):
+    """A step laid out as TensorRT-LLM 1.2 packs it: per request its input tokens (a context chunk
+    or the last token, then the draft tokens) and 1 + d logits rows."""
+    input_ids, last_token_ids, tokens_per_request, chains = [], [], [], []
+    for _ in range(int(rng.integers(1, 7))):
+        chunk = int(rng.integers(1, 6)) if rng.random() < 0.5 else 1  # context chunk, or a generation request
+        d = int(rng.integers(0, 9))
+        tokens = rng.integers(0, vocab, size=chunk + d).tolist()
+        start = len(input_ids)
+        input_ids += tokens
+        rows = list(range(len(last_token_ids), len(last_token_ids) + d + 1))
+        last_token_ids += [start + chunk + j for j in range(d + 1)]  # 1-based positions
+        tokens_per_request.append(chunk + d)
+        chains.append((rows, tokens[chunk:]))
+    return (np.array(input_ids, np.int32), np.array(last_token_ids, np.int32), np.array(tokens_per_request, np.int32),
+            chains)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_logits_mode_equals_accept_mode(core, dtype):
+    rng = np.random.default_rng({"float32": 1, "float16": 2, "bfloat16": 3}[dtype])
+    vocab, ht = 6, 16
+    for step in range(300):
+        input_ids, last_token_ids, tokens_per_request, chains = packed_step(rng, vocab)
+        L = len(last_token_ids)
+        logits = rng.normal(size=(L, vocab)).astype(np.float32)
+        hidden = rng.normal(size=(L, ht)).astype(np.float32)
+        if dtype == "float16":
+            logits = logits.astype(np.float16)
+        elif dtype == "bfloat16":
+            logits = to_bf16_bits(logits)
+        weight = rng.normal(size=ht).astype(np.float32)
+        threshold = float(rng.choice([0.0, 1.0, rng.random()]))
+        argmax, judge_logit = core.score_rows(logits, hidden, weight, 0.1)
+        rewritten = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, tokens_per_request,
+                                        threshold)
+        assert rewritten.dtype == logits.dtype
+        values = (lambda a: bf16_values(a)) if dtype == "bfloat16" else (lambda a: a.astype(np.float32))
+        new_argmax = np.argmax(values(rewritten), axis=1)
+        changed = (rewritten != logits).sum(axis=1)
+        assert changed.max(initial=0) <= 1, "at most one entry per row changes"
+        for rows, drafts in chains:
+            d = len(drafts)
+            draft_tokens = np.array([drafts], np.int32).reshape(1, d)
+            paths = np.arange(d + 1, dtype=np.int32)[None, None]
+            want = accept_tree(draft_tokens, argmax[rows][None], paths,
+                               judge_relaxed(judge_logit[rows][None].astype(np.float64), threshold))
+            # the stock decoder: exact-match acceptance on the rewritten logits
+            got = accept_tree(draft_tokens, new_argmax[rows][None], paths)
+            np.testing.assert_array_equal(got.accepted_tokens, want.accepted_tokens, err_msg=f"step {step}")
+            assert got.accepted_len[0] == want.accepted_len[0]
+            for j in range(1, d + 1):  # a rewritten row makes its draft token the unique maximum
+                row = rows[j - 1]
+                if changed[row]:
+                    assert values(rewritten)[row, drafts[j - 1]] > np.delete(values(rewritten)[row], drafts[j - 1]).max()
+
+
+def test_logits_mode_leaves_rows_without_a_finite_value_above_their_maximum(core):
+    input_ids = np.array([0, 1, 1, 1], np.int32)  # request 0: token 0 then drafts 1, 1, 1
+    last_token_ids = np.array([1, 2, 3, 4], np.int32)
+    logits = np.zeros((4, 3), np.float32)
+    logits[0, 2] = np.finfo(np.float32).max  # no finite value above
+    logits[1, 2] = np.nan
+    logits[2, 0] = 5.0  # rewritable
+    argmax, _ = core.score_rows(logits, np.zeros((4, 1), np.float32), np.zeros(1), 0.0)
+    judge_logit = np.full(4, -10.0, np.float32)  # the judge accepts every draft
+    out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, np.array([4]), 0.5)
+    np.testing.assert_array_equal(out[:2], logits[:2])
+    assert out[2, 1] == np.nextafter(np.float32(5.0), np.float32(np.inf)) and np.argmax(out[2]) == 1
+    np.testing.assert_array_equal(out[3], logits[3])  # the last row has no draft child
+
+
+def test_logits_mode_ignores_inconsistent_segmentation(core):
+    logits = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    argmax, judge_logit = core.score_rows(logits, np.zeros((5, 1), np.float32), np.zeros(1), -50.0)
+    for input_ids, last_token_ids, tokens in (
+            (np.array([3, 3], np.int32), np.array([1, 2, 3, 4, 5], np.int32), np.array([5])),  # positions past T
+            (np.array([0, 1, 2, 3, 3], np.int32), np.array([5, 4, 3, 2, 1], np.int32), np.array([5])),  # not ascending
+            (np.arange(5, dtype=np.int32), np.array([1, 2, 3, 4, 5], np.int32), np.array([99, -3, 7]))):
+        out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, tokens, 1.0)
+        assert out.shape == logits.shape and ((out != logits).sum(axis=1) <= 1).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.ops.autojudge on CPU tensors (the host core) and on CUDA tensors (the kernels).
+
+def separated_case(rng: np.random.Generator, torch_dtype, ddt: bool):
+    """Inputs whose judge logits lie at least 1e-2 away from each sequence's cut, so float32
+    accumulation in any order gives the decisions of the float64 reference."""
+    B, V, ht, hd = 4, 50, 32, 12
+    tree = DraftTree.static([2, 2, 1])
+    N, paths = tree.num_nodes, np.stack([tree.paths] * B)
+    logits = torch.randn(B * (N + 1), V).to(torch_dtype)
+    target_argmax = logits.float().argmax(-1).reshape(B, N + 1).numpy()
+    draft_tokens = np.where(rng.random((B, N)) < 0.5, target_argmax[:, 1:], rng.integers(0, V, (B, N)))
+    for b in range(B):  # make the draft follow the target along the first path often
+        for n in range(1, N + 1):
+            if rng.random() < 0.5:
+                draft_tokens[b, n - 1] = target_argmax[b, tree.parents[n]]
+    hidden = torch.randn(B * (N + 1), ht).to(torch_dtype)
+    draft = torch.randn(B * (N + 1), hd).to(torch_dtype) if ddt else None
+    feats = hidden.double() if draft is None else torch.cat([draft.double(), hidden.double()], -1)
+    weight = torch.randn(feats.shape[1])
+    judge_logit = (feats @ weight.double() + 0.3).reshape(B, N + 1).numpy()
+    threshold = np.empty(B, np.float32)
+    for b in range(B):
+        cuts = np.sort(judge_logit[b])
+        gaps = np.diff(cuts)
+        i = int(np.argmax(gaps))
+        threshold[b] = 1 / (1 + np.exp(-(cuts[i] + cuts[i + 1]) / 2))
+        assert gaps[i] > 2e-2
+    draft_lens = rng.integers(0, N + 1, size=B)
+    want = accept_tree(draft_tokens, target_argmax, paths, judge_relaxed(judge_logit, threshold.astype(np.float64)),
+                       draft_lens)
+    inputs = (logits, hidden, torch.from_numpy(draft_tokens), torch.from_numpy(draft_lens), torch.from_numpy(paths),
+              torch.from_numpy(threshold), weight, 0.3, draft)
+    return inputs, want
+
+
+@pytest.mark.parametrize("torch_dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("ddt", [False, True])
+def test_torch_op_on_cpu_equals_reference(torch_dtype, ddt):
+    from trtllm_autojudge.ops.torch_ops import accept
+    rng = np.random.default_rng(7)
+    torch.manual_seed(7)
+    for _ in range(20):
+        inputs, want = separated_case(rng, torch_dtype, ddt)
+        got = accept(*inputs)
+        np.testing.assert_array_equal(got.accepted_tokens.numpy(), want.accepted_tokens)
+        np.testing.assert_array_equal(got.accepted_lens.numpy(), want.accepted_len)
+        np.testing.assert_array_equal(got.best_path.numpy(), want.best_path)
+        np.testing.assert_array_equal(got.judged_count.numpy(), want.judged_count)
+
+
+def test_torch_ops_check_their_arguments():
+    from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits
+    inputs, _ = separated_case(np.random.default_rng(0), torch.float32, False)
+    logits, hidden, draft_tokens, draft_lens, paths, threshold, weight, bias, _ = inputs
+    with pytest.raises(ValueError, match=r"target_logits must have B \* \(N \+ 1\)"):
+        accept(logits[:-1], hidden[:-1], draft_tokens, draft_lens, paths, threshold, weight, bias)
+    with pytest.raises(ValueError, match="judge_weight must be"):
+        accept(logits, hidden, draft_tokens, draft_lens, paths, threshold, weight[:-1], bias)
+    with pytest.raises(ValueError, match=r"paths must be \[B, P, D \+ 1\]"):
+        accept(logits, hidden, draft_tokens, draft_lens, paths[:, 0], threshold, weight, bias)
+    with pytest.raises(ValueError, match=r"last_token_ids must be \[L\]"):
+        rewrite_logits(logits, hidden, torch.zeros(3), torch.zeros(2), torch.ones(1), 0.5, weight, bias)
+
+
+def test_torch_rewrite_logits_op_on_cpu_matches_the_host_core(core):
+    from trtllm_autojudge.ops.torch_ops import rewrite_logits
+    rng = np.random.default_rng(5)
+    input_ids, last_token_ids, tokens_per_request, _ = packed_step(rng, 8)
+    L = len(last_token_ids)
+    logits = torch.randn(L, 8, dtype=torch.bfloat16)
+    hidden = torch.randn(L, 4)
+    weight = torch.randn(4)
+    got = rewrite_logits(logits, hidden, torch.from_numpy(input_ids), torch.from_numpy(last_token_ids),
+                         torch.from_numpy(tokens_per_request), 0.7, weight, 0.0)
+    bits = logits.view(torch.int16).numpy().view(np.uint16)
+    argmax, judge_logit = core.score_rows(bits, hidden.numpy(), weight.numpy(), 0.0)
+    want = core.rewrite_logits(bits, argmax, judge_logit, input_ids, last_token_ids, tokens_per_request, 0.7)
+    assert got.dtype == torch.bfloat16
+    np.testing.assert_array_equal(got.view(torch.int16).numpy().view(np.uint16), want)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (and a CUDA build of torch) to build "
+                                                          "and run the CUDA extension; tests/gpu/run_all.sh covers it")
+@pytest.mark.parametrize("torch_dtype", [torch.float32, torch.bfloat16])
+def test_torch_op_on_cuda_equals_reference(torch_dtype):
+    from trtllm_autojudge.ops.torch_ops import accept
+    rng = np.random.default_rng(11)
+    for _ in range(10):
+        inputs, want = separated_case(rng, torch_dtype, True)
+        got = accept(*[x.cuda() if isinstance(x, torch.Tensor) else x for x in inputs])
+        np.testing.assert_array_equal(got.accepted_tokens.cpu().numpy(), want.accepted_tokens)
+        np.testing.assert_array_equal(got.accepted_lens.cpu().numpy(), want.accepted_len)

@@ -1,0 +1,250 @@
+"""``torch.ops.autojudge``: the acceptance rule as torch custom ops, one code path for CPU and GPU.
+
+- ``torch.ops.autojudge.accept``: accept mode (DESIGN.md section 3) from the target logits and
+  hidden states of every node: the judge logit, the path walk and the best path in one call.
+- ``torch.ops.autojudge.rewrite_logits``: logits mode (``plugins/README.md``): the target logits
+  with the judge-accepted draft tokens made the row's argmax.
+
+CPU tensors run the C++ host core (:mod:`.host_library`); CUDA tensors run the CUDA kernels
+through the extension of :mod:`.cuda_extension` (built on first use, GPU hosts only). Both run
+the functions of ``plugins/include/autojudge/accept_core.h``. Words as in
+:mod:`trtllm_autojudge.decoding.acceptance`.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .cuda_extension import cuda_extension
+from .host_library import host_core
+
+FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class AcceptedDraft(NamedTuple):
+    accepted_tokens: Tensor  # [B, D+1] int32: accepted draft tokens, the correction token, -1 padding
+    accepted_lens: Tensor  # [B] int32: accepted draft tokens (correction token excluded)
+    best_path: Tensor  # [B] int32: index of the chosen path row
+    judged_count: Tensor  # [B] int32: accepted mismatches let through by the judge
+
+
+def _check(t: Tensor, name: str, shape: str, sizes: tuple, dtypes: tuple, device: torch.device) -> None:
+    if t.device != device:
+        raise ValueError(f"{name} must be on {device} like target_logits, got {t.device}")
+    if t.dtype not in dtypes:
+        raise ValueError(f"{name} must have dtype in {[str(d) for d in dtypes]}, got {t.dtype}")
+    if t.dim() != len(sizes) or any(s is not None and t.shape[i] != s for i, s in enumerate(sizes)):
+        raise ValueError(f"{name} must be {shape}, got {tuple(t.shape)}")
+
+
+def _check_rows(target_logits: Tensor, target_hidden: Tensor, judge_weight: Tensor,
+                draft_hidden: Optional[Tensor]) -> None:
+    device = target_logits.device
+    _check(target_logits, "target_logits", "[rows, V]", (None, None), FLOAT_TYPES, device)
+    if target_logits.shape[1] < 1:
+        raise ValueError("target_logits needs a vocabulary of at least one entry")
+    rows = target_logits.shape[0]
+    _check(target_hidden, "target_hidden", "[rows, Ht]", (rows, None), FLOAT_TYPES, device)
+    features = target_hidden.shape[1]
+    if draft_hidden is not None:
+        _check(draft_hidden, "draft_hidden", "[rows, Hd]", (rows, None), (target_hidden.dtype,), device)
+        features += draft_hidden.shape[1]
+    _check(judge_weight, "judge_weight", "[Hd + Ht] (DD-DT, draft block first) or [Ht] (DT)", (features,),
+           (torch.float32,), device)
+
+
+def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight,
+                  draft_hidden) -> None:
+    _check_rows(target_logits, target_hidden, judge_weight, draft_hidden)
+    device = target_logits.device
+    _check(draft_tokens, "draft_tokens", "[B, N]", (None, None), (torch.int32,), device)
+    B, N = draft_tokens.shape
+    if target_logits.shape[0] != B * (N + 1):
+        raise ValueError(f"target_logits must have B * (N + 1) = {B * (N + 1)} rows (one per node, root included) "
+                         f"for draft_tokens [B, N] = {tuple(draft_tokens.shape)}, got {target_logits.shape[0]}")
+    _check(draft_lens, "draft_lens", "[B]", (B,), (torch.int32,), device)
+    _check(paths, "paths", "[B, P, D + 1]", (B, None, None), (torch.int32,), device)
+    if paths.shape[2] < 1:
+        raise ValueError("paths must be [B, P, D + 1] with D + 1 >= 1 (the root column)")
+    _check(threshold, "threshold", "[B]", (B,), (torch.float32,), device)
+
+
+def _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, judge_weight,
+                   draft_hidden) -> None:
+    _check_rows(target_logits, target_hidden, judge_weight, draft_hidden)
+    device = target_logits.device
+    _check(input_ids, "input_ids", "[T]", (None,), (torch.int32,), device)
+    _check(last_token_ids, "last_token_ids", "[L]", (target_logits.shape[0],), (torch.int32,), device)
+    _check(tokens_per_request, "tokens_per_request", "[S]", (None,), (torch.int32,), device)
+
+
+def _numpy(t: Tensor) -> np.ndarray:
+    """A CPU tensor as a NumPy array (bfloat16 as its raw bits in uint16), without a copy when contiguous."""
+    t = t.detach().contiguous()
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+@torch.library.custom_op("autojudge::accept", mutates_args=(), device_types="cpu")
+def _accept_op(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor, paths: Tensor,
+               threshold: Tensor, judge_weight: Tensor, judge_bias: float, draft_hidden: Optional[Tensor] = None
+               ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, draft_hidden)
+    core = host_core()
+    argmax, judge_logit = core.score_rows(_numpy(target_logits), _numpy(target_hidden), _numpy(judge_weight),
+                                          judge_bias, None if draft_hidden is None else _numpy(draft_hidden))
+    B, N = draft_tokens.shape
+    out = core.accept_tree(_numpy(draft_tokens), argmax.reshape(B, N + 1), _numpy(paths),
+                           judge_logit.reshape(B, N + 1), _numpy(threshold), _numpy(draft_lens))
+    return (torch.from_numpy(out.accepted_tokens), torch.from_numpy(out.accepted_len),
+            torch.from_numpy(out.best_path), torch.from_numpy(out.judged_count))
+
+
+@_accept_op.register_kernel("cuda")
+def _accept_cuda(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, judge_bias,
+                 draft_hidden=None):
+    _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, draft_hidden)
+    return tuple(cuda_extension().accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold,
+                                         judge_weight, judge_bias, draft_hidden))
+
+
+@_accept_op.register_fake
+def _accept_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, judge_bias,
+                 draft_hidden=None):
+    B, D1 = draft_tokens.shape[0], paths.shape[2]
+    new = lambda *shape: target_logits.new_empty(shape, dtype=torch.int32)  # noqa: E731
+    return new(B, D1), new(B), new(B), new(B)
+
+
+@torch.library.custom_op("autojudge::rewrite_logits", mutates_args=(), device_types="cpu")
+def _rewrite_op(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
+                tokens_per_request: Tensor, threshold: float, judge_weight: Tensor, judge_bias: float,
+                draft_hidden: Optional[Tensor] = None) -> Tensor:
+    _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, judge_weight,
+                   draft_hidden)
+    core = host_core()
+    logits = _numpy(target_logits)
+    argmax, judge_logit = core.score_rows(logits, _numpy(target_hidden), _numpy(judge_weight), judge_bias,
+                                          None if draft_hidden is None else _numpy(draft_hidden))
+    out = core.rewrite_logits(logits, argmax, judge_logit, _numpy(input_ids), _numpy(last_token_ids),
+                              _numpy(tokens_per_request), threshold)
+    out = torch.from_numpy(out)
+    return out.view(torch.int16).view(torch.bfloat16) if target_logits.dtype == torch.bfloat16 else out
+
+
+@_rewrite_op.register_kernel("cuda")
+def _rewrite_cuda(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, threshold,
+                  judge_weight, judge_bias, draft_hidden=None):
+    _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, judge_weight,
+                   draft_hidden)
+    return cuda_extension().rewrite_logits(target_logits, target_hidden, input_ids, last_token_ids,
+                                           tokens_per_request, threshold, judge_weight, judge_bias, draft_hidden)
+
+
+@_rewrite_op.register_fake
+def _rewrite_fake(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, threshold,
+                  judge_weight, judge_bias, draft_hidden=None):
+    return torch.empty_like(target_logits)
+
+
+def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor, paths: Tensor,
+           threshold: Tensor | float, judge_weight: Tensor, judge_bias: float,
+           draft_hidden: Optional[Tensor] = None) -> AcceptedDraft:
+    """Judge-gated acceptance of a batch of draft trees (``torch.ops.autojudge.accept``).
+
+    Node ``n`` of sequence ``b`` (node 0 is the root) owns row ``b * (N + 1) + n`` of the logits and
+    hidden states. A node is accepted when its draft token equals the target argmax of its parent,
+    or when its judge logit ``judge_bias + judge_weight . x`` is finite and below
+    ``logit(threshold[b])``; each sequence keeps the longest accepted prefix of its best path,
+    then the correction token.
+
+    Parameters
+    ----------
+    target_logits : Tensor
+        Shape: ``[B * (N + 1), V]``, float32/float16/bfloat16. Row of node n: the target's
+        prediction for node n's child.
+    target_hidden : Tensor
+        Shape: ``[B * (N + 1), Ht]``, float32/float16/bfloat16: final-norm hidden state with node n's
+        token as the input.
+    draft_tokens : Tensor
+        Shape: ``[B, N]``; token of node n at column n - 1 (cast to int32).
+    draft_lens : Tensor
+        Shape: ``[B]``; nodes 1..draft_lens[b] may be accepted (cast to int32).
+    paths : Tensor
+        Shape: ``[B, P, D + 1]``; root-to-leaf node indices, -1 padded (cast to int32).
+    threshold : Tensor or float
+        Shape: ``[B]`` (or a scalar for every sequence), in [0, 1].
+    judge_weight : Tensor
+        Shape: ``[F]`` float32, the folded weights: F = Ht (DT) or Hd + Ht (DD-DT, draft block first).
+    judge_bias : float
+        The folded bias.
+    draft_hidden : Tensor, optional
+        Shape: ``[B * (N + 1), Hd]``, ``target_hidden``'s dtype; given for the DD-DT setup.
+
+    Returns
+    -------
+    AcceptedDraft
+        ``accepted_tokens [B, D + 1]``, ``accepted_lens [B]``, ``best_path [B]``,
+        ``judged_count [B]`` (int32, on the input's device).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from trtllm_autojudge.ops.torch_ops import accept
+    >>> logits = torch.zeros(4, 8); logits[0, 5] = logits[1, 6] = logits[2, 1] = logits[3, 2] = 1
+    >>> out = accept(logits, torch.zeros(4, 2), torch.tensor([[5, 6, 7]]), torch.tensor([3]),
+    ...              torch.tensor([[[0, 1, 2, 3]]]), 0.5, torch.ones(2), -1.0)
+    >>> out.accepted_tokens.tolist(), out.accepted_lens.tolist(), out.judged_count.tolist()
+    ([[5, 6, 7, 2]], [3], [1])
+    """
+    B = draft_tokens.shape[0]
+    device = target_logits.device
+    if not isinstance(threshold, Tensor):
+        threshold = torch.full((B,), float(threshold), dtype=torch.float32, device=device)
+    result = torch.ops.autojudge.accept(
+        target_logits, target_hidden, draft_tokens.to(torch.int32), draft_lens.to(torch.int32),
+        paths.to(torch.int32), threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias),
+        draft_hidden)
+    return AcceptedDraft(*result)
+
+
+def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
+                   tokens_per_request: Tensor, threshold: float, judge_weight: Tensor, judge_bias: float,
+                   draft_hidden: Optional[Tensor] = None) -> Tensor:
+    """The target logits of a packed TensorRT-LLM step, rewritten for an exact-match decoder.
+
+    ``torch.ops.autojudge.rewrite_logits``: in each row whose draft child (the next row of the same
+    request) mismatches the row's argmax and passes the judge, the draft token becomes the row's
+    strict argmax; every other entry is copied (``plugins/README.md``, "Logits mode").
+
+    Parameters
+    ----------
+    target_logits : Tensor
+        Shape: ``[L, V]``, float32/float16/bfloat16: the gathered logits rows of the step.
+    target_hidden : Tensor
+        Shape: ``[L, Ht]``: the LM head's input rows.
+    input_ids : Tensor
+        Shape: ``[T]``: the step's packed input ids (cast to int32).
+    last_token_ids : Tensor
+        Shape: ``[L]``: ascending 1-based position in ``input_ids`` of each row's input token.
+    tokens_per_request : Tensor
+        Shape: ``[S]``: input tokens of each request, packed order.
+    threshold : float
+        In [0, 1].
+    judge_weight : Tensor
+        Shape: ``[F]`` float32.
+    judge_bias : float
+    draft_hidden : Tensor, optional
+        Shape: ``[L, Hd]``; given for the DD-DT setup.
+
+    Returns
+    -------
+    Tensor
+        Shape: ``[L, V]``, ``target_logits``' dtype and device.
+    """
+    return torch.ops.autojudge.rewrite_logits(
+        target_logits, target_hidden, input_ids.to(torch.int32), last_token_ids.to(torch.int32),
+        tokens_per_request.to(torch.int32), float(threshold), judge_weight.to(torch.float32), float(judge_bias),
+        draft_hidden)
