@@ -37,7 +37,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--judge", required=True, help="judge file (trtllm-autojudge train), setup DT or DD-DT")
     ap.add_argument("--plugin_lib", required=True, help="libautojudge_trt_plugin.so (trtllm-autojudge build-plugin)")
     ap.add_argument("--output_dir", required=True, help="writes ckpt/{draft,target} and engines/{draft,target}")
-    ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks of both engines (mpirun -n N)")
+    ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks of the target engine")
+    ap.add_argument("--draft_tp_size", type=int, help="tensor-parallel ranks of the draft engine (default: --tp_size; "
+                    "the mpirun runner needs both equal, the Triton repository serves a --draft_tp_size 1 draft)")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--max_requests", type=int, default=8, help="sequences verified per cycle")
     ap.add_argument("--depth", type=int, default=8, help="D: draft tokens along the greedy chain")
@@ -49,7 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
                     help="print the commands and the autojudge block, run nothing")
     args = ap.parse_args(argv)
-    for name in ("tp_size", "max_requests", "depth", "width", "max_input_len", "max_new_tokens"):
+    args.draft_tp_size = args.tp_size if args.draft_tp_size is None else args.draft_tp_size
+    for name in ("tp_size", "draft_tp_size", "max_requests", "depth", "width", "max_input_len", "max_new_tokens"):
         if getattr(args, name) < 1:
             ap.error(f"--{name} must be >= 1")
     return args
@@ -66,12 +69,13 @@ def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Pa
     out = Path(args.output_dir).resolve()
     ckpt, engines = out / "ckpt", out / "engines"
     longest = args.max_input_len + args.max_new_tokens + args.depth  # prefix + one path of draft tokens
-    convert = [args.python, "-m", "trtllm_autojudge.trt.convert", "--dtype", args.dtype, "--tp_size", str(args.tp_size)]
+    convert = [args.python, "-m", "trtllm_autojudge.trt.convert", "--dtype", args.dtype]
     plugins = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
     return [
-        convert + ["--model_dir", str(Path(args.draft_model_dir).resolve()), "--output_dir", str(ckpt / "draft")],
-        convert + ["--model_dir", str(Path(args.target_model_dir).resolve()), "--output_dir", str(ckpt / "target"),
-                   "--autojudge_block", str(block_file)],
+        convert + ["--tp_size", str(args.draft_tp_size), "--model_dir", str(Path(args.draft_model_dir).resolve()),
+                   "--output_dir", str(ckpt / "draft")],
+        convert + ["--tp_size", str(args.tp_size), "--model_dir", str(Path(args.target_model_dir).resolve()),
+                   "--output_dir", str(ckpt / "target"), "--autojudge_block", str(block_file)],
         [args.trtllm_build, "--checkpoint_dir", str(ckpt / "draft"), "--output_dir", str(engines / "draft"), *plugins,
          "--max_batch_size", str(args.max_requests), "--max_input_len", str(args.max_input_len + args.max_new_tokens),
          "--max_seq_len", str(longest)],

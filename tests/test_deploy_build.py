@@ -57,7 +57,9 @@ def test_dry_run_prints_convert_and_build_commands(capsys, tmp_path):
 def test_dry_run_chain_defaults(capsys, tmp_path):
     block, cmds = dry_run(capsys, tmp_path)
     assert (block["max_draft_nodes"], block["max_paths"], block["max_path_len"]) == (8, 1, 9)
-    assert flag(cmds[0], "--tp_size") == "1"
+    assert flag(cmds[0], "--tp_size") == flag(cmds[1], "--tp_size") == "1"
+    _, cmds = dry_run(capsys, tmp_path, "--tp_size", "2", "--draft_tp_size", "1")
+    assert (flag(cmds[0], "--tp_size"), flag(cmds[1], "--tp_size")) == ("1", "2")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is not None, reason="tensorrt_llm is installed here")
