@@ -1,0 +1,79 @@
+"""Reproduce the shipped GSM8K judge of the embedded pair: mine -> features -> train -> install.
+
+    python build_scripts/make_judge.py --work out/judge --variants-per-template 2 --ranks 2
+
+Every stage resumes: mining appends to WORK/labels.jsonl (rerun to continue), features and
+training are recomputed from it. Mining uses the TRAINING templates only. The judge is trained for
+each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
+first one is installed as trtllm_autojudge/assets/judge_gsm8k.safetensors unless --no-install.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from trtllm_autojudge.cli import main as cli  # noqa: E402
+from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
+
+INSTALLED = REPO / "trtllm_autojudge" / "assets" / "judge_gsm8k.safetensors"
+
+
+def mine(args) -> None:
+    verb = ["mine", "--out", str(args.work / "labels.jsonl"), "--split", "train", "--no-originals",
+            "--variants-per-template", str(args.variants_per_template), "--max-new-tokens", str(args.max_new_tokens),
+            "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
+    if args.ranks > 1:
+        mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or "mpirun"
+        flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        if (os.cpu_count() or 1) < args.ranks:
+            flags.append("--oversubscribe")
+        cmd = [mpirun, *flags, "-n", str(args.ranks), sys.executable, "-m", "trtllm_autojudge.cli", *verb, "--threads", "1"]
+        subprocess.run(cmd, check=True)
+    elif cli(verb) != 0:
+        raise SystemExit("mining failed")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", type=Path, default=Path("out/judge"))
+    p.add_argument("--variants-per-template", type=int, default=2)
+    p.add_argument("--max-new-tokens", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ranks", type=int, default=1, help="MPI ranks for mining (mpirun -n RANKS)")
+    p.add_argument("--batch-size", type=int, default=1, help="prompts mined together per rank")
+    p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the first is installed")
+    p.add_argument("--no-install", action="store_true")
+    args = p.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    mine(args)
+    features = args.work / "features.safetensors"
+    if cli(["features", "--labels", str(args.work / "labels.jsonl"), "--out", str(features)]) != 0:
+        raise SystemExit("feature extraction failed")
+    summary = {}
+    for setup in args.setups.split(","):
+        out = args.work / f"judge_{setup}.safetensors"
+        if cli(["train", "--features", str(features), "--setup", setup, "--out", str(out),
+                "--seed", str(args.seed), "--plot", str(args.work / f"frontier_{setup}.png")]) != 0:
+            raise SystemExit(f"training {setup} failed")
+        head = JudgeHead.load(out)
+        summary[setup] = {"threshold": head.threshold, **head.meta.get("metrics", {})}
+    (args.work / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    for setup, m in summary.items():
+        print(f"{setup:<8} validation ROC-AUC {m.get('val_roc_auc', float('nan')):.3f}  threshold {m['threshold']:.3g}")
+    if not args.no_install:
+        first = args.setups.split(",")[0]
+        shutil.copyfile(args.work / f"judge_{first}.safetensors", INSTALLED)
+        print(f"installed {first} judge as {INSTALLED.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
