@@ -175,22 +175,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def read_requests(args: argparse.Namespace) -> tuple[list[str], list[float | None]]:
-    prompts, thresholds = list(args.prompt), [None] * len(args.prompt)
+def read_requests(args: argparse.Namespace) -> list[dict]:
+    """Requests from --prompt and --prompts_file (JSONL rows with "prompt" text or "prompt_ids",
+    optional "threshold"; other keys, e.g. a gold "answer", are copied to the result rows)."""
+    rows = [{"prompt": p} for p in args.prompt]
     if args.prompts_file:
-        for line in Path(args.prompts_file).read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                prompts.append(row["prompt"])
-                thresholds.append(row.get("threshold"))
-    if not prompts:
+        rows += [json.loads(line) for line in Path(args.prompts_file).read_text().splitlines() if line.strip()]
+    if not rows:
         raise ValueError("give at least one --prompt or a --prompts_file")
-    return prompts, thresholds
+    for i, row in enumerate(rows):
+        if ("prompt" in row) == ("prompt_ids" in row):
+            raise ValueError(f"request {i}: give exactly one of 'prompt' (text) and 'prompt_ids' (token ids)")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    texts, per_request = read_requests(args)
+    requests = read_requests(args)
     try:
         _require_tensorrt_llm()
     except ImportError as e:
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rank = mpi_rank()
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
-    prompts = [tokenizer.encode(t) for t in texts]
+    prompts = [r["prompt_ids"] if "prompt_ids" in r else tokenizer.encode(r["prompt"]) for r in requests]
     verifier = EngineTargetVerifier(args.target_engine_dir, rank=rank, check_ranks=args.check_ranks)
     block = verifier.block
     tree = chain_tree(args.depth or block.max_path_len - 1, args.width)
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"the tree (N={tree.num_nodes}, P={len(tree.paths)}, D={tree.max_depth}) exceeds the engine's "
                          f"limits {block}: rebuild with build_engines.py --depth/--width")
     default = args.threshold if args.threshold is not None else verifier.default_threshold
-    thresholds = check_thresholds([default if t is None else t for t in per_request], len(prompts))
+    thresholds = check_thresholds([r.get("threshold", default) for r in requests], len(prompts))
     eos = tokenizer.eos_token_id
     drafter = EngineDrafter(args.draft_engine_dir, rank=rank, end_id=eos, pad_id=tokenizer.pad_token_id or eos,
                             max_batch_size=len(prompts), max_input_len=max(map(len, prompts)) + args.max_new_tokens,
@@ -220,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         results += engine_generate(drafter, verifier, prompts[batch], tree=tree, thresholds=thresholds[batch],
                                    max_new_tokens=args.max_new_tokens, stop_ids=[eos])
     if rank == 0:
-        rows = [dict(prompt=t, threshold=float(th), text=tokenizer.decode(r.tokens, skip_special_tokens=True),
-                     **r.summary()) for t, th, r in zip(texts, thresholds, results)]
+        rows = [dict(request, threshold=float(th), text=tokenizer.decode(r.tokens, skip_special_tokens=True),
+                     **r.summary()) for request, th, r in zip(requests, thresholds, results)]
         out = open(args.output, "w") if args.output else sys.stdout
         for row in rows:
             out.write(json.dumps(row) + "\n")
