@@ -3,7 +3,7 @@
 GPU hosts only. ``torch.utils.cpp_extension.load`` compiles ``plugins/torch/accept_op.cpp`` and
 the kernels of ``plugins/src/kernels/`` for the visible GPUs (or ``$TORCH_CUDA_ARCH_LIST``) into
 ``build/torch_ext`` (``$AUTOJUDGE_TORCH_EXT_DIR`` moves it). It needs a CUDA build of torch and
-an nvcc of the same CUDA major version as ``torch.version.cuda``.
+an nvcc of the same CUDA major version as ``torch.version.cuda``, and ninja.
 """
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ KERNEL_SOURCES = ("score_nodes.cu", "accept_tree.cu", "rewrite_logits.cu")
 def cuda_extension() -> ModuleType:
     """The compiled extension module (``accept``, ``rewrite_logits``); built once per process."""
     import torch
-    from torch.utils.cpp_extension import load
+    from torch.utils.cpp_extension import is_ninja_available, load
 
     if torch.version.cuda is None or not torch.cuda.is_available():
         raise RuntimeError("torch.ops.autojudge on CUDA tensors needs a CUDA build of torch and a visible GPU "
                            f"(this torch is {torch.__version__}, CUDA available: {torch.cuda.is_available()}); "
                            "CPU tensors run the host core")
+    if not is_ninja_available():
+        raise RuntimeError("torch.utils.cpp_extension needs ninja to build the CUDA op: pip install ninja")
     binding = PLUGIN_SOURCES / "torch" / "accept_op.cpp"
     if not binding.is_file():
         raise FileNotFoundError(f"{binding} is missing: the CUDA op is built from a source checkout of the repository")

@@ -1,0 +1,143 @@
+"""Compare the CUDA kernels with the reference on fresh random inputs (part of tests/gpu/run_all.sh).
+
+Accept mode: the kernels (through the CUDA binding of torch.ops.autojudge, with poisoned output
+buffers) against accept_tree + judge_relaxed: vocab 128256, batch 1 to 256, chains up to K = 32,
+trees up to 64 nodes, fp32/fp16/bf16, DT and DD-DT, NaN/inf logits, a vocabulary that breaks the
+16-byte alignment. Logits mode: the kernels against the C++ host core, bit for bit, on packed
+TensorRT-LLM steps. Prints "ok <case>" or "FAIL <case>: ..." per case; exits 1 on any failure.
+
+``--smoke`` runs small versions of the same cases on the CPU (the host core stands in for the
+kernels): it checks this script and its reference, not the kernels.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_cases as cases  # noqa: E402
+from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
+from trtllm_autojudge.ops.host_library import host_core  # noqa: E402
+from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits  # noqa: E402
+
+POISON = -777
+
+
+def run_accept(case: cases.AcceptCase) -> tuple[torch.Tensor, ...]:
+    if case.target_logits.is_cuda:
+        from trtllm_autojudge.ops.cuda_extension import cuda_extension
+        B, D1 = case.draft_tokens.shape[0], case.paths.shape[2]
+        poison = lambda *shape: torch.full(shape, POISON, dtype=torch.int32, device="cuda")  # noqa: E731
+        out = cuda_extension().accept(*case.op_args(), poison(B, D1), poison(B), poison(B), poison(B))
+        torch.cuda.synchronize()
+        return tuple(out)
+    return tuple(accept(*case.op_args()))
+
+
+def check_accept(case: cases.AcceptCase, numpy_argmax: bool = False) -> str | None:
+    want = cases.reference_accept(case, numpy_argmax)
+    got = [t.cpu().numpy() for t in run_accept(case)]
+    for name, g, w in zip(("accepted_tokens", "accepted_lens", "best_path", "judged_count"), got,
+                          (want.accepted_tokens, want.accepted_len, want.best_path, want.judged_count)):
+        if not np.array_equal(g, w):
+            bad = np.argwhere(g != w)[:3].tolist()
+            return f"{name} differs at {bad}: got {g[tuple(np.array(bad).T)]}, want {w[tuple(np.array(bad).T)]}"
+    return None
+
+
+def bits(t: torch.Tensor) -> np.ndarray:
+    """Raw bits of a tensor, for exact comparisons (NaN == NaN)."""
+    t = t.detach().cpu().contiguous()
+    return t.view(torch.int32 if t.element_size() == 4 else torch.int16).numpy()
+
+
+def host_array(t: torch.Tensor) -> np.ndarray:
+    """A tensor for the host core: bfloat16 as its bits in uint16."""
+    t = t.detach().cpu().contiguous()
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def check_rewrite(step: cases.PackedStep) -> tuple[str | None, str]:
+    """The logits-mode kernels against the host core, bit for bit; (problem, how many rows changed)."""
+    if step.target_logits.is_cuda:
+        from trtllm_autojudge.ops.cuda_extension import cuda_extension
+        poisoned = torch.full_like(step.target_logits, float("nan"))
+        got = cuda_extension().rewrite_logits(*step.op_args(), poisoned)
+        torch.cuda.synchronize()
+    else:
+        got = rewrite_logits(*step.op_args())
+    core = host_core()
+    logits = host_array(step.target_logits)
+    argmax, judge = core.score_rows(logits, host_array(step.target_hidden), host_array(step.judge_weight),
+                                    step.judge_bias)
+    want = core.rewrite_logits(logits, argmax, judge, host_array(step.input_ids), host_array(step.last_token_ids),
+                               host_array(step.tokens_per_request), step.threshold)
+    got_bits = bits(got)
+    want_bits = want.view(got_bits.dtype)
+    if not np.array_equal(got_bits, want_bits):
+        rows = np.unique(np.argwhere(got_bits != want_bits)[:, 0])[:5].tolist()
+        return f"rewritten logits differ from the host core in rows {rows}", ""
+    changed = int((got_bits != bits(step.target_logits)).any(axis=1).sum())
+    return None, f"({changed} of {len(got_bits)} rows rewritten)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="small cases on the CPU (checks this script only)")
+    args = parser.parse_args(argv)
+    device = "cpu" if args.smoke else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("FAIL setup: no CUDA device visible to torch")
+        return 1
+    V = 1000 if args.smoke else 128256
+    hidden = dict(target_hidden=64, draft_hidden=32) if args.smoke else {}
+    batch = (lambda b: min(b, 8)) if args.smoke else (lambda b: b)
+    accept_cases = []
+    for i, dtype in enumerate(cases.DTYPES):
+        accept_cases += [
+            (f"{dtype} chain K=16 B=1 DT", dict(batch=1, tree=cases.chain(16), dtype=dtype, ddt=False)),
+            (f"{dtype} chain K=32 B=256 DT", dict(batch=batch(256), tree=cases.chain(32), dtype=dtype, ddt=False)),
+            (f"{dtype} chain K=1 B=33 DD-DT", dict(batch=batch(33), tree=cases.chain(1), dtype=dtype, ddt=True)),
+            (f"{dtype} random tree 63 nodes B=64 DD-DT",
+             dict(batch=batch(64), tree=cases.random_tree(63, seed=i), dtype=dtype, ddt=True)),
+            (f"{dtype} static tree [2,2,2,2,2] B=8 DT",
+             dict(batch=8, tree=DraftTree.static([2, 2, 2, 2, 2]), dtype=dtype, ddt=False)),
+        ]
+    accept_cases.append(("fp32 logits + bf16 hidden, chain K=8 B=99 DD-DT",
+                         dict(batch=batch(99), tree=cases.chain(8), dtype="fp32", ddt=True, hidden_dtype="bf16")))
+    failures = 0
+    start = time.perf_counter()
+    for seed, (name, spec) in enumerate(accept_cases):
+        case = cases.accept_case(name, vocab=V, device=device, seed=seed, **spec, **hidden)
+        failures += report(name, check_accept(case))
+        del case
+    for dtype in cases.DTYPES:  # NaN / inf rows (NumPy's argmax is the reference), odd vocabulary sizes
+        for vocab in (111, 32001):
+            case = cases.accept_case(f"{dtype} V={vocab}", 7, cases.chain(5), vocab, dtype, True, device, seed=vocab,
+                                     **hidden)
+            case.target_logits[1, 3] = float("nan")
+            case.target_logits[2, :] = float("-inf")
+            case.target_logits[4, vocab - 1] = float("inf")
+            failures += report(f"{dtype} V={vocab} NaN/inf rows, unaligned rows", check_accept(case, numpy_argmax=True))
+    for dtype in cases.DTYPES:
+        for requests in (3, 64):
+            step = cases.packed_step(requests, 8, V, dtype, device, seed=requests,
+                                     target_hidden=hidden.get("target_hidden", 4096))
+            failures += report(f"logits mode {dtype} {requests} requests", *check_rewrite(step))
+    print(f"{'FAILED' if failures else 'all cases agree'}: {failures} failure(s), "
+          f"{time.perf_counter() - start:.0f} s")
+    return 1 if failures else 0
+
+
+def report(name: str, problem: str | None, note: str = "") -> int:
+    print(f"ok   {name} {note}".rstrip() if problem is None else f"FAIL {name}: {problem}", flush=True)
+    return 0 if problem is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
