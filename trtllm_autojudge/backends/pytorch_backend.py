@@ -1,14 +1,19 @@
 """The judge rule in the PyTorch backend's draft-token processing: the part that needs no TensorRT-LLM.
 
-TensorRT-LLM's ``TorchSampler`` (``tensorrt_llm/_torch/pyexecutor/sampler.py``) verifies draft
-tokens per request from ``new_tokens[step, seq_slot, beam]``: the target's greedy token for the
-child of node ``step`` (row 0 is the root), the same convention as ``target_argmax`` in
+TensorRT-LLM's ``TorchSampler`` (``tensorrt_llm/_torch/pyexecutor/sampler.py``) verifies the
+draft tokens of each generation request from its ``1 + draft_len`` logits rows (context requests'
+rows come first, then each generation request's, densely packed). Row ``n`` is the target's
+prediction for the child of node ``n`` (row 0: the root), the convention of
 :mod:`trtllm_autojudge.decoding.acceptance`. Chains compare ``py_draft_tokens`` one by one; trees
-walk ``spec_tree_manager.get_eagle_paths(seq_slot)``, paths ``[P, D+1]`` rooted at node 0 and
-padded with -1, again our convention. :func:`judged_step` replaces that walk with
-:func:`~trtllm_autojudge.decoding.acceptance.accept_tree` under the judge's ``relaxed`` mask and
-says which token to append for each row; :mod:`.pytorch_backend_sampler` applies it inside
-TensorRT-LLM.
+walk ``spec_tree_manager.get_eagle_paths(seq_slot)``: paths ``[P, D+1]`` rooted at node 0, -1
+padded, our convention too.
+
+:func:`accept_requests` replaces that walk for a whole step: it gathers every request's node rows
+of the logits and of the LM head's input (the target's final-norm hidden states, the DT feature)
+and runs ``torch.ops.autojudge.accept`` (:mod:`trtllm_autojudge.ops.torch_ops`: CUDA kernels on a
+GPU, the C++ host core on CPU), or the Python reference when the op is not built.
+:func:`step_tokens` turns one request's result into the tokens to append and the ``new_tokens``
+row each belongs to. :mod:`.pytorch_backend_sampler` applies them inside TensorRT-LLM.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..decoding.acceptance import accept_tree
+from ..decoding.acceptance import PAD, Acceptance, accept_tree
 from ..decoding.rules import judge_relaxed
 from ..judge.head import JudgeHead
 
@@ -26,14 +31,13 @@ from ..judge.head import JudgeHead
 @dataclass
 class JudgedStep:
     tokens: list[int]  # tokens to append: the accepted draft tokens, then the correction token
-    rows: list[int]  # new_tokens row each token is written to (the parent node of its position)
+    rows: list[int]  # new_tokens row of each token: the node it follows (its parent on the best path)
     accepted: int  # accepted draft tokens
     judged: int  # of which mismatches let through by the judge
-    judged_flags: list[bool]  # per token: a draft token that differs from the target's (judged)
 
 
 class JudgeScorer:
-    """Folded judge of a DT head: ``logit = w . h + c`` on the target's final-norm hidden rows."""
+    """A DT judge, folded: ``logit = w . h + c`` on the target's final-norm hidden rows."""
 
     def __init__(self, head: JudgeHead, threshold: float | None = None):
         if head.setup != "DT":
@@ -43,47 +47,76 @@ class JudgeScorer:
         self.threshold = head.threshold if threshold is None else float(threshold)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must lie in [0, 1], got {self.threshold}")
-        w, c = head.folded()
-        self.w64, self.c = torch.from_numpy(w.astype(np.float64)), float(c)
+        w, self.c = head.folded()
+        self.w = torch.from_numpy(w)  # [Ht] float32
 
     @property
     def target_hidden(self) -> int:
         return self.head.target_hidden
 
-    def relaxed(self, hidden: torch.Tensor, threshold: float | None = None) -> np.ndarray:
-        """hidden [N+1, Ht] (row n: node n as the input token) -> relaxed [N+1] bool (node 0 False)."""
-        if hidden.ndim != 2 or hidden.shape[1] != self.target_hidden:
-            raise ValueError(f"hidden rows must be [N+1, {self.target_hidden}], got {tuple(hidden.shape)}")
-        logit = (hidden.detach().to("cpu", torch.float64) @ self.w64 + self.c).numpy()  # [N+1]
-        return judge_relaxed(logit[None], self.threshold if threshold is None else threshold)[0]
-
-
-def judged_step(
-    draft_tokens: Sequence[int],  # [N]: token of node n at index n-1
-    target_tokens: Sequence[int],  # [N+1]: target's greedy child of each node (new_tokens rows)
-    relaxed: np.ndarray | None,  # [N+1] bool, None = lossless
-    paths: np.ndarray | None = None,  # [P, D+1] eagle paths; None = the chain [0, 1, ..., N]
-) -> JudgedStep:
-    draft = np.asarray(draft_tokens, np.int64).reshape(-1)
-    N = draft.shape[0]
-    target = np.asarray(target_tokens, np.int64).reshape(-1)[: N + 1]
-    if target.shape[0] != N + 1:
-        raise ValueError(f"target_tokens needs N+1 = {N + 1} rows for {N} draft tokens, got {target.shape[0]}")
-    paths = np.arange(N + 1, dtype=np.int64)[None] if paths is None else np.asarray(paths, np.int64)
-    acc = accept_tree(draft[None], target[None], paths[None], None if relaxed is None else np.asarray(relaxed)[None])
-    length, best = int(acc.accepted_len[0]), int(acc.best_path[0])
-    rows = [int(r) for r in paths[best, : length + 1]]
-    tokens = acc.tokens(0)
-    flags = [j < length and tokens[j] != int(target[rows[j]]) for j in range(length + 1)]
-    return JudgedStep(tokens, rows, length, int(acc.judged_count[0]), flags)
-
 
 def generation_row_offsets(num_context_rows: int, draft_lens: Sequence[int]) -> list[int]:
-    """First row of each generation request in ``model_outputs["logits"]``: context requests' rows
-    come first, then each generation request's ``1 + draft_len`` rows, densely packed
-    (``TorchSampler._process_requests`` / ``_select_generated_logits``)."""
+    """First logits row of each generation request: after the context rows, ``1 + draft_len`` each."""
     offsets, row = [], int(num_context_rows)
     for k in draft_lens:
         offsets.append(row)
         row += 1 + int(k)
     return offsets
+
+
+def node_row_index(row_offsets: Sequence[int], draft_lens: Sequence[int]) -> tuple[np.ndarray, int]:
+    """``[B*(N+1)]`` logits row of each node, N = the longest draft; nodes past a request's draft
+    point at its root row (they are not valid: ``draft_lens`` excludes them)."""
+    N = max((int(k) for k in draft_lens), default=0)
+    index = np.zeros((len(draft_lens), N + 1), np.int64)
+    for b, (start, k) in enumerate(zip(row_offsets, draft_lens)):
+        index[b] = start
+        index[b, : int(k) + 1] = start + np.arange(int(k) + 1)
+    return index.reshape(-1), N
+
+
+def batch_paths(draft_lens: Sequence[int], trees: Sequence[np.ndarray | None]) -> np.ndarray:
+    """``[B, P, D+1]``: a request's eagle paths, or its chain ``[0, 1, ..., k]``; padded with -1."""
+    per = [np.arange(int(k) + 1)[None] if t is None else np.asarray(t) for k, t in zip(draft_lens, trees)]
+    P, D1 = max(p.shape[0] for p in per), max(p.shape[1] for p in per)
+    out = np.full((len(per), P, D1), PAD, np.int32)
+    for b, p in enumerate(per):
+        out[b, : p.shape[0], : p.shape[1]] = p
+    return out
+
+
+def accept_requests(
+    scorer: JudgeScorer,
+    logits: torch.Tensor,  # [R, V]: the step's logits rows (model_outputs["logits"])
+    hidden: torch.Tensor,  # [R, Ht]: the LM head's input rows, same order
+    index: np.ndarray,  # [B*(N+1)]: node_row_index
+    draft_tokens: np.ndarray,  # [B, N] int
+    draft_lens: np.ndarray,  # [B] int
+    paths: np.ndarray,  # [B, P, D+1] int
+    thresholds: np.ndarray,  # [B] float in [0, 1]
+    use_op: bool = True,
+) -> Acceptance:
+    """Judge-gated acceptance of every request of the step (numpy results)."""
+    rows = torch.as_tensor(index, device=logits.device)
+    node_logits, node_hidden = logits[rows], hidden[rows]  # [B*(N+1), V], [B*(N+1), Ht]
+    B, N = np.asarray(draft_tokens).shape
+    if use_op:
+        from ..ops.torch_ops import accept
+
+        dev = logits.device
+        as_int = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.int32, device=dev)  # noqa: E731
+        out = accept(node_logits, node_hidden, as_int(draft_tokens), as_int(draft_lens), as_int(paths),
+                     torch.as_tensor(np.asarray(thresholds, np.float32), device=dev), scorer.w.to(dev), scorer.c)
+        return Acceptance(accepted_len=out.accepted_lens.cpu().numpy(), best_path=out.best_path.cpu().numpy(),
+                          accepted_tokens=out.accepted_tokens.cpu().numpy(), judged_count=out.judged_count.cpu().numpy())
+    judge_logit = (node_hidden.detach().to("cpu", torch.float64) @ scorer.w.double() + scorer.c).numpy()
+    target_argmax = node_logits.argmax(-1).cpu().numpy().reshape(B, N + 1)
+    relaxed = judge_relaxed(judge_logit.reshape(B, N + 1), np.asarray(thresholds, np.float64))
+    return accept_tree(np.asarray(draft_tokens), target_argmax, np.asarray(paths), relaxed, np.asarray(draft_lens))
+
+
+def step_tokens(acc: Acceptance, b: int, paths: np.ndarray) -> JudgedStep:
+    """Tokens to append for request ``b`` and the ``new_tokens`` row each one is written to."""
+    length, best = int(acc.accepted_len[b]), int(acc.best_path[b])
+    rows = [int(r) for r in paths[b, best, : length + 1]]
+    return JudgedStep(acc.tokens(b), rows, length, int(acc.judged_count[b]))

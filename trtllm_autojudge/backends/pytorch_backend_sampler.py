@@ -9,13 +9,13 @@ wraps three things in the current process:
 
 1. a forward pre-hook on every ``LMHead`` (``torch.nn.modules.module.register_module_forward_pre_hook``)
    keeps the LM head's input rows: the target's final-norm hidden states, one row per logits row;
-2. ``TorchSampler.sample_async``: after sampling, for each generation request with draft tokens it
-   scores the judge on that request's ``1 + draft_len`` rows and stores the ``relaxed`` mask on the
-   request (``update_requests`` runs later, when the hidden rows may be gone);
-3. ``TorchSampler.process_draft_tokens``: for greedy requests with a mask it accepts with
-   :func:`~trtllm_autojudge.backends.pytorch_backend.judged_step` (chains and ``eagle_paths`` trees),
-   writes each accepted draft token into ``new_tokens`` (as the rejection-sampling branch does) and
-   appends it; other requests go to the original method.
+2. ``TorchSampler.sample_async``: after sampling, the greedy generation requests with draft tokens
+   are accepted in one call (:func:`~trtllm_autojudge.backends.pytorch_backend.accept_requests`:
+   ``torch.ops.autojudge.accept`` on the step's logits and hidden rows, chains and ``eagle_paths``
+   trees); each request keeps its result until ``update_requests``;
+3. ``TorchSampler.process_draft_tokens``: for a request with a result it writes each accepted draft
+   token into ``new_tokens`` (as the rejection-sampling branch does) and appends the tokens; other
+   requests go to the original method.
 
 Use (one process, TP 1; the hooks do not reach TensorRT-LLM's MPI worker processes)::
 
@@ -32,10 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..judge.head import JudgeHead
-from .pytorch_backend import JudgeScorer, generation_row_offsets, judged_step
+from .pytorch_backend import (JudgeScorer, accept_requests, batch_paths, generation_row_offsets, node_row_index,
+                              step_tokens)
 
 
 @dataclass
@@ -66,8 +68,12 @@ class _LMHeadRows:
 _installed: dict = {}
 
 
-def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = None) -> AutoJudgeStats:
-    """Install the judge into ``TorchSampler`` for this process; returns the live metrics."""
+def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = None, use_op: bool = True
+                     ) -> AutoJudgeStats:
+    """Install the judge into ``TorchSampler`` for this process; returns the live metrics.
+
+    ``use_op=False`` accepts with the Python reference instead of ``torch.ops.autojudge.accept``.
+    """
     try:
         from tensorrt_llm._torch.modules.embedding import LMHead
         from tensorrt_llm._torch.pyexecutor import sampler as sampler_mod
@@ -84,45 +90,57 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
     orig_sample, orig_process = TorchSampler.sample_async, TorchSampler.process_draft_tokens
     draft_len = sampler_mod.get_draft_token_length
 
+    def greedy(request) -> bool:
+        return sampler_mod._request_strategy(request, vocab_size=2**31) == sampler_mod.GREEDY
+
     def sample_async(self, scheduled_requests, model_outputs, num_context_logits_prefix_sum, *args, **kwargs):
         state = orig_sample(self, scheduled_requests, model_outputs, num_context_logits_prefix_sum, *args, **kwargs)
-        gen = [r for r in scheduled_requests.generation_requests if draft_len(r) > 0]
-        if gen:
-            hidden = rows.last.get(scorer.target_hidden)
-            n_logits = int(model_outputs["logits"].shape[0])
-            if hidden is None or hidden.shape[0] != n_logits:
-                raise RuntimeError(f"AutoJudge found no LM-head input of width {scorer.target_hidden} with "
-                                   f"{n_logits} rows for this step: run with cuda_graph_config=None and a target whose "
-                                   f"hidden size matches the judge")
-            n_ctx = len(scheduled_requests.context_requests)
-            ctx_rows = num_context_logits_prefix_sum[n_ctx] if len(num_context_logits_prefix_sum) == n_ctx + 1 else n_ctx
-            for req, start in zip(gen, generation_row_offsets(ctx_rows, [draft_len(r) for r in gen])):
-                req.py_autojudge_relaxed = scorer.relaxed(hidden[start : start + 1 + draft_len(req)])
+        n_ctx = len(scheduled_requests.context_requests)
+        ctx_rows = num_context_logits_prefix_sum[n_ctx] if len(num_context_logits_prefix_sum) == n_ctx + 1 else n_ctx
+        gen = list(scheduled_requests.generation_requests)
+        offsets = generation_row_offsets(ctx_rows, [draft_len(r) for r in gen])
+        chosen = [(r, o) for r, o in zip(gen, offsets) if draft_len(r) > 0 and greedy(r)]
+        if not chosen:
+            return state
+        logits = model_outputs["logits"]
+        hidden = rows.last.get(scorer.target_hidden)
+        if hidden is None or hidden.shape[0] != logits.shape[0]:
+            raise RuntimeError(f"AutoJudge found no LM-head input of width {scorer.target_hidden} with "
+                               f"{logits.shape[0]} rows for this step: run with cuda_graph_config=None and a target "
+                               f"whose hidden size matches the judge")
+        requests = [r for r, _ in chosen]
+        lens = [draft_len(r) for r in requests]
+        index, N = node_row_index([o for _, o in chosen], lens)
+        draft = np.zeros((len(requests), N), np.int64)
+        for b, r in enumerate(requests):
+            draft[b, : lens[b]] = r.py_draft_tokens[: lens[b]]
+        tree = self.get_spec_tree_manager(kwargs.get("resource_manager", args[0] if args else None))
+        trees = [None if tree is None else tree.get_eagle_paths(r.py_seq_slot).cpu().numpy() for r in requests]
+        paths = batch_paths(lens, trees)
+        acc = accept_requests(scorer, logits, hidden, index, draft, np.asarray(lens), paths,
+                              np.full(len(requests), scorer.threshold, np.float32), use_op=use_op)
+        for b, r in enumerate(requests):
+            r.py_autojudge_step = step_tokens(acc, b, paths)
         return state
 
     def process_draft_tokens(self, request, *args, **kwargs):
-        relaxed = getattr(request, "py_autojudge_relaxed", None)
-        greedy = sampler_mod._request_strategy(request, vocab_size=2**31) == sampler_mod.GREEDY
-        if relaxed is None or not greedy:
+        step = getattr(request, "py_autojudge_step", None)
+        if step is None:
             return orig_process(self, request, *args, **kwargs)
-        request.py_autojudge_relaxed = None
+        request.py_autojudge_step = None
         new_tokens_tensor = kwargs["new_tokens_tensor"] if "new_tokens_tensor" in kwargs else args[0]
         new_tokens_list = kwargs["new_tokens_list"] if "new_tokens_list" in kwargs else args[1]
         slot, beam = request.py_seq_slot, self.BEAM
-        tree = self.get_spec_tree_manager(kwargs.get("resource_manager"))
-        paths = None if tree is None else tree.get_eagle_paths(slot).cpu().numpy()
-        k = draft_len(request)
-        target = [new_tokens_list[step][slot][beam] for step in range(k + 1)]
-        step = judged_step(request.py_draft_tokens[:k], target, relaxed, paths)
-        added = 0
+        added = judged = 0
         for token, row in zip(step.tokens, step.rows):
+            judged += int(added < step.accepted and new_tokens_list[row][slot][beam] != token)
             new_tokens_list[row][slot][beam] = token
             new_tokens_tensor[row, slot, beam] = token
             request.add_new_token(token, beam)
             added += 1
             if self._handle_stop_criteria(request, token):
                 break
-        stats.add(getattr(request, "py_request_id", id(request)), added - 1, sum(step.judged_flags[:added]))
+        stats.add(getattr(request, "py_request_id", id(request)), added - 1, judged)
         return added - 1  # accepted draft tokens, as the original returns
 
     TorchSampler.sample_async, TorchSampler.process_draft_tokens = sample_async, process_draft_tokens
