@@ -10,7 +10,7 @@ import pytest
 from trtllm_autojudge.decoding.acceptance import Acceptance
 from trtllm_autojudge.trt.packing import chain_tree, pack_cycle
 from trtllm_autojudge.trt.pbtxt import Enum, parameters, to_pbtxt
-from trtllm_autojudge.trt.triton_config import MODELS, make_repository
+from trtllm_autojudge.trt.triton_config import MODELS
 from trtllm_autojudge.trt.triton_io import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
                                             tensors_to_cycle)
 
