@@ -1,11 +1,14 @@
-"""The TensorRT / TensorRT-LLM 1.2 engine path.
+"""The TensorRT / TensorRT-LLM 1.2 engine path (docs/deploy.md).
 
 Pure modules (import anywhere): :mod:`.contract` (plugin contract), :mod:`.fields` (plugin fields
-from a judge file), :mod:`.io_spec` (target engine I/O), :mod:`.packing` (cycle inputs),
-:mod:`.loop` (engine-path speculative loop), :mod:`.reference_engine` (the engines' CPU
-specification), :mod:`.triton_config` (Triton model repository).
-TensorRT modules (import ``tensorrt`` / ``tensorrt_llm`` only when called): :mod:`.library`,
-:mod:`.network`, :mod:`.convert`. :mod:`.model_cls` is loaded by ``trtllm-build`` only.
+from a judge file), :mod:`.io_spec` (target engine I/O and config block), :mod:`.packing` (cycle
+inputs, chain trees), :mod:`.drafts` (drafts from a draft engine's outputs), :mod:`.loop` (the
+engine-path speculative loop), :mod:`.reference_engine` (the engines' CPU specification),
+:mod:`.tp` (tensor-parallel agreement), :mod:`.pbtxt` / :mod:`.triton_io` /
+:mod:`.triton_config` (Triton model repository).
+Modules that import ``tensorrt`` / ``tensorrt_llm`` / ``mpi4py`` only when called: :mod:`.library`,
+:mod:`.network`, :mod:`.convert`, :mod:`.tp_pool`. :mod:`.model_cls` is loaded by ``trtllm-build``
+only; ``triton_models/`` runs inside Triton only.
 """
 from pathlib import Path
 
