@@ -5,6 +5,9 @@ against NumPy, logits mode against accept mode, and torch.ops.autojudge on CPU.
 The library is built by build_scripts/build_plugin.py into build/plugins (incrementally, once per
 session)."""
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -388,3 +391,12 @@ def test_torch_op_on_cuda_equals_reference(torch_dtype):
         got = accept(*[x.cuda() if isinstance(x, torch.Tensor) else x for x in inputs])
         np.testing.assert_array_equal(got.accepted_tokens.cpu().numpy(), want.accepted_tokens)
         np.testing.assert_array_equal(got.accepted_lens.cpu().numpy(), want.accepted_len)
+
+
+@pytest.mark.parametrize("script", ["check_kernels.py", "bench_kernels.py"])
+def test_gpu_scripts_run_their_cases_on_the_cpu(script):
+    """tests/gpu's scripts in --smoke mode (host core instead of kernels): keeps them runnable."""
+    path = Path(__file__).parent / "gpu" / script
+    done = subprocess.run([sys.executable, str(path), "--smoke"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout

@@ -272,10 +272,11 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
     return true;
 }
 
-std::vector<PluginField> acceptConfigFields(AcceptConfig const& config)
+std::vector<PluginField> acceptConfigFields(AcceptConfig const& config, EnumFieldStorage& enumStorage)
 {
-    auto const* featureSetup = reinterpret_cast<int32_t const*>(&config.featureSetup);
-    auto const* outputMode = reinterpret_cast<int32_t const*>(&config.outputMode);
+    enumStorage = {static_cast<int32_t>(config.featureSetup), static_cast<int32_t>(config.outputMode)};
+    int32_t const* featureSetup = &enumStorage[0];
+    int32_t const* outputMode = &enumStorage[1];
     return {
         PluginField(kFieldSpecs[kJUDGE_WEIGHT].name, config.judgeWeight.data(), PluginFieldType::kFLOAT32,
             static_cast<int32_t>(config.judgeWeight.size())),

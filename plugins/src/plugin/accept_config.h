@@ -8,6 +8,7 @@
 
 #include <NvInferRuntime.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,8 +46,11 @@ struct AcceptConfig
 //! the field and says what to change.
 bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConfig& config, std::string& error);
 
-//! The fields of `config` (their data points into `config`, which must outlive them).
-std::vector<nvinfer1::PluginField> acceptConfigFields(AcceptConfig const& config);
+//! The int32 codes of feature_setup and output_mode, which the serialized fields point into.
+using EnumFieldStorage = std::array<int32_t, 2>;
+
+//! The fields of `config`; their data points into `config` and `enumStorage`, which must outlive them.
+std::vector<nvinfer1::PluginField> acceptConfigFields(AcceptConfig const& config, EnumFieldStorage& enumStorage);
 
 //! Names and types of every field, for IPluginCreatorV3One::getFieldNames.
 nvinfer1::PluginFieldCollection const* acceptFieldNames();

@@ -143,7 +143,7 @@ private:
 
 AutoJudgeAcceptPlugin::AutoJudgeAcceptPlugin(AcceptConfig config)
     : mConfig(std::move(config))
-    , mSerialFields(acceptConfigFields(mConfig))
+    , mSerialFields(acceptConfigFields(mConfig, mSerialEnums))
     , mMetadata(describeAcceptConfig(mConfig))
 {
     mSerialCollection.nbFields = static_cast<int32_t>(mSerialFields.size());

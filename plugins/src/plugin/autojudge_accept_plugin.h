@@ -127,6 +127,7 @@ private:
         void* const* outputs, void* workspace, cudaStream_t stream);
 
     AcceptConfig mConfig;
+    EnumFieldStorage mSerialEnums{};
     std::vector<nvinfer1::PluginField> mSerialFields;
     nvinfer1::PluginFieldCollection mSerialCollection{};
     std::string mMetadata;
