@@ -149,3 +149,22 @@ def test_bad_inputs(pair):
         speculative_generate(target, other, [5], tree=DraftTree.chain(2))
     with pytest.raises(ValueError, match="branching"):
         DraftTree.static([2, 0])
+
+
+@pytest.mark.parametrize("setup", ["DT", "DD-DT"])
+def test_fused_op_on_cpu_equals_the_reference(pair, setup):
+    """torch.ops.autojudge.accept (C++ host core here, the CUDA kernel on a GPU) == the NumPy rule."""
+    target, draft = pair
+    rng = np.random.default_rng(1)
+    F = feature_dim(setup, draft.hidden_size, target.hidden_size)
+    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, setup, draft.hidden_size,
+                     target.hidden_size, 0.5)
+    for tree in (DraftTree.chain(4), DraftTree.static([2, 2])):
+        for prompt in prompts(2, seed=13):
+            ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head), max_new_tokens=MAX_NEW)
+            op = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head), max_new_tokens=MAX_NEW,
+                                      fused=True)
+            assert op.tokens == ref.tokens
+            assert [(c.accepted, c.judged) for c in op.cycles] == [(c.accepted, c.judged) for c in ref.cycles]
+            judged += sum(c.judged for c in ref.cycles)
+    assert judged > 0  # the judge really let mismatches through

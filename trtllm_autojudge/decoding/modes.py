@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..judge.head import JudgeHead
+from .acceptance import Acceptance
 from .rules import judge_relaxed, mtp_relaxed, topk_relaxed, typical_relaxed
 from .tree import DraftTree
 
@@ -58,6 +59,25 @@ class JudgeRule:
 
     def __call__(self, ctx: VerifyContext) -> np.ndarray:
         return judge_relaxed(self.judge_logits(ctx), self.threshold)
+
+    @property
+    def fusable(self) -> bool:
+        """Whether ``torch.ops.autojudge.accept`` implements this judge (setups DT and DD-DT)."""
+        return self.head.setup in ("DT", "DD-DT")
+
+    def accept_fused(self, ctx: VerifyContext, paths: np.ndarray) -> Acceptance:
+        """Judge + path walk in one ``torch.ops.autojudge.accept`` call (CUDA kernel or C++ host core)."""
+        from ..ops.torch_ops import accept
+
+        device = ctx.target_logits.device
+        as_tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a), device=device)  # noqa: E731
+        draft_tokens = as_tensor(ctx.draft_tokens.astype(np.int32))  # [1, N]
+        out = accept(ctx.target_logits, ctx.target_hidden, draft_tokens,
+                     torch.full((1,), ctx.tree.num_nodes, dtype=torch.int32, device=device), as_tensor(paths),
+                     self.threshold, torch.as_tensor(self.w, device=device), self.c,
+                     ctx.draft_hidden if self.needs_draft_hidden else None)
+        return Acceptance(*(t.cpu().numpy() for t in (out.accepted_lens, out.best_path, out.accepted_tokens,
+                                                       out.judged_count)))
 
 
 class TopKRule:

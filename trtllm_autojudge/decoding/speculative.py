@@ -169,8 +169,14 @@ def speculative_generate(
     max_new_tokens: int = 256,
     stop_ids: Sequence[int] | None = None,
     tokenizer=None,
+    fused: bool | None = None,
 ) -> GenerationResult:
-    """Generate greedily with a draft tree; ``rule=None`` is lossless (== target greedy decoding)."""
+    """Generate greedily with a draft tree; ``rule=None`` is lossless (== target greedy decoding).
+
+    ``fused`` runs a judge rule and the path walk as one ``torch.ops.autojudge.accept`` call (the
+    CUDA kernel on a GPU, the C++ host core on CPU) instead of the NumPy reference; the default is
+    fused exactly when the models run on CUDA and the judge's setup is DT or DD-DT.
+    """
     if len(prompt_ids) == 0:
         raise ValueError("prompt_ids is empty: speculative decoding needs at least one prompt token")
     if draft.vocab_size != target.vocab_size:
@@ -182,6 +188,10 @@ def speculative_generate(
     paths = tree.paths[None]  # [1, P, D+1]
     parents = np.asarray(tree.parents, np.int32)[None]  # [1, N+1]
     need_hidden = bool(rule is not None and rule.needs_draft_hidden)
+    if fused is None:
+        fused = device.type == "cuda" and getattr(rule, "fusable", False)
+    if fused and not getattr(rule, "fusable", False):
+        raise ValueError("fused acceptance needs a JudgeRule with setup DT or DD-DT")
     result = GenerationResult(list(tokens), [], "budget")
     while len(tokens) - n_prompt < max_new_tokens:
         t0 = _sync(device)
@@ -189,12 +199,14 @@ def speculative_generate(
         t1 = _sync(device)
         logits, hidden, keep = verify(t_sess, tokens, tree, node_tokens)
         t2 = _sync(device)
-        target_argmax = logits.argmax(-1).cpu().numpy()[None]  # [1, N+1]
-        relaxed = None
-        if rule is not None:
-            relaxed = rule(VerifyContext(list(tokens), tree, node_tokens[None], parents, logits, hidden, draft_hidden))
-        t_rule = _sync(device) - t2
-        acc = accept_tree(node_tokens[None], target_argmax, paths, relaxed)
+        ctx = VerifyContext(list(tokens), tree, node_tokens[None], parents, logits, hidden, draft_hidden)
+        if fused:
+            acc = rule.accept_fused(ctx, paths)
+            t_rule = _sync(device) - t2
+        else:
+            relaxed = None if rule is None else rule(ctx)
+            t_rule = _sync(device) - t2
+            acc = accept_tree(node_tokens[None], logits.argmax(-1).cpu().numpy()[None], paths, relaxed)
         new = acc.tokens(0)
         nodes = [int(n) for n in paths[0, acc.best_path[0], 1 : acc.accepted_len[0] + 1]]
         t_sess.retain(keep, [keep + n - 1 for n in nodes])
