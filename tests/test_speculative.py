@@ -159,6 +159,7 @@ def test_fused_op_on_cpu_equals_the_reference(pair, setup):
     F = feature_dim(setup, draft.hidden_size, target.hidden_size)
     head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, setup, draft.hidden_size,
                      target.hidden_size, 0.5)
+    judged = 0
     for tree in (DraftTree.chain(4), DraftTree.static([2, 2])):
         for prompt in prompts(2, seed=13):
             ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head), max_new_tokens=MAX_NEW)
