@@ -2,7 +2,6 @@
 against the reference speculative loop (same tokens, same per-cycle metrics)."""
 import numpy as np
 import pytest
-import torch
 
 from tiny_models import EOS, VOCAB, tiny_pair
 from trtllm_autojudge.decoding.modes import JudgeRule
@@ -17,14 +16,6 @@ from trtllm_autojudge.trt.reference_engine import ReferenceDrafter, ReferenceTar
 
 MAX_NEW = 16
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread; on a shared 2-core machine two threads spin-wait."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

