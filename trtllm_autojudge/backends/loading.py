@@ -53,7 +53,7 @@ def load_pair(args: argparse.Namespace):
             raise SystemExit("--draft embedded is made for the embedded target: give --draft PATH for your own target")
         from .embedded import load_draft
 
-        draft = load_draft(target)
+        draft, _ = load_draft(target)
         draft.model.to(args.device)
     else:
         draft, _ = _hf(args.draft, args.device)
