@@ -30,6 +30,8 @@ def mine(args) -> None:
     verb = ["mine", "--out", str(args.work / "labels.jsonl"), "--split", "train", "--no-originals",
             "--variants-per-template", str(args.variants_per_template), "--max-new-tokens", str(args.max_new_tokens),
             "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
+    if args.max_minutes:
+        verb += ["--max-minutes", str(args.max_minutes)]
     if args.ranks > 1:
         mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or "mpirun"
         flags = ["--allow-run-as-root"] if os.geteuid() == 0 else []
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ranks", type=int, default=1, help="MPI ranks for mining (mpirun -n RANKS)")
     p.add_argument("--batch-size", type=int, default=1, help="prompts mined together per rank")
+    p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")
     p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the first is installed")
     p.add_argument("--no-install", action="store_true")
     args = p.parse_args(argv)

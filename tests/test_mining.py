@@ -182,3 +182,12 @@ def test_batched_mining_equals_plain_algorithm_in_float64():
         ref = plain.mine(prompt)
         assert got[pid]["labels"] == ref["labels"] and got[pid]["alt_answers"] == ref["alt_answers"]
         assert got[pid]["final_ids"] == fast.mine(prompt)["final_ids"]  # both stop once the answer is fixed
+
+
+def test_time_budget_stops_starting_prompts(pair, tmp_path):
+    target, draft = pair
+    miner = LabelMiner(target, draft, KeyTokens(window=8), decode, MiningConfig(max_new_tokens=12))
+    prompts = tiny_prompts(4, seed=6)
+    out = tmp_path / "budget.jsonl"
+    assert mine_prompts(miner, prompts, out, progress=False, max_minutes=0)["prompts"] == 0
+    assert mine_prompts(miner, prompts, out, progress=False)["prompts"] == 4  # the rerun does the rest

@@ -27,6 +27,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--no-early-stop", action="store_true", help="regenerate to EOS/budget (the plain algorithm)")
     p.add_argument("--no-cache-reuse", action="store_true", help="recompute every prefix (the plain algorithm)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="start no new prompt after this many minutes (rerun to continue)")
     p.add_argument("--batch-size", type=int, default=1,
                    help="prompts mined together (target regenerations batched; >1 may flip float32 near-ties)")
     add_model_args(p)
@@ -42,7 +44,7 @@ def main(argv: list[str]) -> int:
     else:
         miner = LabelMiner(target, draft, checker, decode, config)
     prompts = [(problem_id(pr.question), prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
-    stats = mine_prompts(miner, prompts, args.out)
+    stats = mine_prompts(miner, prompts, args.out, max_minutes=args.max_minutes)
     if world()[0] == 0:
         print(json.dumps({"out": args.out, **{k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}},
                          indent=1), file=sys.stdout)

@@ -21,8 +21,13 @@ def mine_prompts(
     prompts: Sequence[tuple[str, list[int], dict | None]],  # (id, prompt_ids, example)
     out: str | Path,
     progress: bool = True,
+    max_minutes: float | None = None,
 ) -> dict:
-    """Mine every prompt not yet in ``out``; returns the cost summary of this run (rank 0: merged)."""
+    """Mine every prompt not yet in ``out``; returns the cost summary of this run (rank 0: merged).
+
+    With ``max_minutes`` no new prompt is started after that time (prompts in flight finish); a
+    rerun continues with the rest.
+    """
     out = Path(out)
     ids = [str(p[0]) for p in prompts]
     if len(set(ids)) != len(ids):
@@ -47,7 +52,15 @@ def mine_prompts(
         bar.update()
         bar.set_postfix(labels=stats["labels"])
 
-    miner.mine_many(todo, on_record)
+    deadline = None if max_minutes is None else t0 + 60 * max_minutes
+
+    def until_deadline():
+        for item in todo:
+            if deadline is not None and time.perf_counter() > deadline:
+                return
+            yield item
+
+    miner.mine_many(until_deadline(), on_record)
     bar.close()
     stats["seconds"] = time.perf_counter() - t0
     if comm is not None:
