@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trtllm_autojudge.backends.embedded import cache_root, load_target  # noqa: E402
+from trtllm_autojudge.backends.embedded import TARGET_ADAPTER, cache_root, load_target  # noqa: E402
 from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, load_draft  # noqa: E402
 from trtllm_autojudge.backends.lora import attach_lora, save_adapter  # noqa: E402
 from trtllm_autojudge.data import original_problems, prompt_ids, variant_problems  # noqa: E402
@@ -40,7 +41,7 @@ from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_g
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 
 log = logging.getLogger("train_draft")
-TRAIN_KEYS = ("layers", "per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
+TRAIN_KEYS = ("teacher", "layers", "per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
 HELDOUT_SEED = 2_000  # fresh variants for held-out alpha (training uses --seed, the target adapter seed 0)
 
 
@@ -49,13 +50,13 @@ def parse_args(argv=None):
     p.add_argument("--out", type=Path, default=DRAFT_FILE, help="draft file to write")
     p.add_argument("--work", type=Path, default=None, help="labels and checkpoints (default: <cache>/train_draft)")
     p.add_argument("--layers", type=int, default=6, help="the draft runs the target's first LAYERS layers")
-    p.add_argument("--per-template", type=int, default=16, help="training variants per training template")
+    p.add_argument("--per-template", type=int, default=10, help="training variants per training template")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rank", type=int, default=64)
     p.add_argument("--alpha", type=float, default=64.0)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--save-every", type=int, default=10)
     p.add_argument("--eval-every", type=int, default=35, help="log held-out alpha every N steps")
@@ -86,6 +87,21 @@ def cached(path: Path, make):
     return value
 
 
+def training_questions(path: Path) -> set[str]:
+    """Questions an adapter or draft file was trained on (from the settings in its metadata)."""
+    with safe_open(str(path), framework="pt") as f:
+        settings = json.loads((f.metadata() or {})["settings"])
+    return {p.question for p in variant_problems("train", settings["per_template"], seed=settings["seed"])}
+
+
+def heldout_problems(seen: set[str]) -> dict[str, list]:
+    """Held-out sets: fresh variants of the training templates (minus ``seen``), variants of the eval templates."""
+    return {
+        "train_templates_fresh": [p for p in variant_problems("train", 1, seed=HELDOUT_SEED) if p.question not in seen],
+        "eval_templates": variant_problems("eval", 2, seed=HELDOUT_SEED),
+    }
+
+
 def draft_logits(draft, batch, pad_id: int) -> torch.Tensor:
     ids, mask, learn = pad_batch(batch, pad_id)  # [b, w] each
     hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, w, H]
@@ -114,21 +130,23 @@ def lr_at(step: int, total: int, warmup: int, lr: float) -> float:
 def train(args) -> None:
     work = args.work or cache_root() / "train_draft"
     work.mkdir(parents=True, exist_ok=True)
-    settings = {k: getattr(args, k) for k in TRAIN_KEYS}
+    teacher = hashlib.sha1(TARGET_ADAPTER.read_bytes()).hexdigest()[:10]  # labels depend on the tuned target
+    settings = {"teacher": teacher, **{k: getattr(args, k) for k in TRAIN_KEYS[1:]}}
     tag = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     torch.manual_seed(args.seed)
     target, tokenizer = load_target("tuned")
     pad = tokenizer.pad_token_id
 
-    batches = make_batches(tokenizer, variant_problems("train", args.per_template, seed=args.seed), args.batch, args.seed)
-    labels = cached(work / f"labels-train-{args.per_template}-{args.seed}.pt",
+    train_problems = variant_problems("train", args.per_template, seed=args.seed)
+    batches = make_batches(tokenizer, train_problems, args.batch, args.seed)
+    labels = cached(work / f"labels-{teacher}-train-{args.per_template}-{args.seed}-{args.batch}.pt",
                     lambda: teacher_labels(target.model, batches, pad, "target labels (train)"))
-    heldout = {
-        "train_templates_fresh": make_batches(tokenizer, variant_problems("train", 1, seed=HELDOUT_SEED), 8, 0),
-        "eval_templates": make_batches(tokenizer, variant_problems("eval", 2, seed=HELDOUT_SEED), 8, 0),
-    }
-    heldout = {name: (b, cached(work / f"labels-{name}.pt", lambda b=b, name=name: teacher_labels(target.model, b, pad, f"target labels ({name})")))
-               for name, b in heldout.items()}
+    seen = {p.question for p in train_problems} | training_questions(TARGET_ADAPTER)
+    heldout = {}
+    for name, problems in heldout_problems(seen).items():
+        b = make_batches(tokenizer, problems, 8, 0)
+        heldout[name] = (b, cached(work / f"labels-{teacher}-{name}.pt",
+                                   lambda: teacher_labels(target.model, b, pad, f"target labels ({name})")))
 
     layers = list(range(args.layers))
     draft = cut_model(target.model, layers)
@@ -186,16 +204,18 @@ def train(args) -> None:
     log.info("wrote %s (%.1f MB); held-out alpha %s", args.out, args.out.stat().st_size / 1e6, alphas[-1])
 
 
-def step_time(lm, prompt: list[int], steps: int = 48) -> float:
-    """Median seconds of one single-token decode step after ``prompt``."""
-    session = lm.session()
-    token = int(session.forward(prompt).logits[-1].argmax())
-    times = []
+def step_times(models, prompt: list[int], steps: int = 64) -> list[float]:
+    """Median seconds of one single-token decode step after ``prompt``, per model. The models take
+    turns step by step, so that load from other processes hits them alike."""
+    sessions = [m.session() for m in models]
+    tokens = [int(s.forward(prompt).logits[-1].argmax()) for s in sessions]
+    times = [[] for _ in models]
     for _ in range(steps):
-        t = time.perf_counter()
-        token = int(session.forward([token]).logits[-1].argmax())
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for i, s in enumerate(sessions):
+            t = time.perf_counter()
+            tokens[i] = int(s.forward([tokens[i]]).logits[-1].argmax())
+            times[i].append(time.perf_counter() - t)
+    return [statistics.median(t) for t in times]
 
 
 @torch.inference_mode()
@@ -210,12 +230,13 @@ def measure(args) -> None:
     target, tokenizer = load_target("tuned")
     draft, _ = load_draft(target, path=args.out)
     n = args.measure_prompts
+    seen = training_questions(TARGET_ADAPTER) | training_questions(args.out)
     groups = {
         "eval_templates_original": original_problems("eval")[:n],
-        "train_templates_fresh": variant_problems("train", 1, seed=HELDOUT_SEED + 1)[:n],
+        "train_templates_fresh": heldout_problems(seen)["train_templates_fresh"][:n],
     }
     prompt = prompt_ids(tokenizer, groups["eval_templates_original"][0].question)
-    t_target, t_draft = step_time(target, prompt), step_time(draft, prompt)
+    t_target, t_draft = step_times([target, draft], prompt)
     report = {"draft": draft.name, "target_step_s": round(t_target, 4), "draft_step_s": round(t_draft, 4),
               "cost_per_token": round(t_draft / t_target, 3)}
     for name, problems in groups.items():

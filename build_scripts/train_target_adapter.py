@@ -44,7 +44,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=TARGET_ADAPTER, help="adapter file to write")
     p.add_argument("--work", type=Path, default=None, help="checkpoint folder (default: <cache>/train_target_adapter)")
-    p.add_argument("--per-template", type=int, default=10, help="training variants per training template")
+    p.add_argument("--per-template", type=int, default=20, help="training variants per training template")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--alpha", type=float, default=16.0)
