@@ -136,3 +136,13 @@ def test_empty_jsonl_is_an_error(tmp_path):
 def test_response_text_drops_calculator_annotations():
     answer = "She has 3*4 = <<3*4=12>>12 eggs.\n#### 12"
     assert response_text(answer) == "She has 3*4 = 12 eggs.\n#### 12"
+
+
+def test_inconsistent_draws_are_rejected(caplog):
+    """Template 0062's solution truncates p/100*n1 with int() (28.999... -> 28) on some draws; those
+    draws must be redrawn, never returned with a solution that contradicts the gold answer."""
+    template, replacements, rng = load_templates()[62], load_replacements(), Random(1)
+    with caplog.at_level("DEBUG", logger="trtllm_autojudge.data.templates"):
+        problems = [template.variant(rng, replacements) for _ in range(30)]
+    assert "template 0062: draw rejected" in caplog.text  # this seed does hit a bad draw
+    assert all(same_answer(strict_answer(p.answer), p.gold) for p in problems)

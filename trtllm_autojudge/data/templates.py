@@ -5,9 +5,9 @@ read with ``tomllib``; the wheel's own loader needs Python >= 3.12). Each templa
 original ``question``/``answer`` and a ``question_annotated`` whose first line is the question
 with ``{var,default}`` slots, followed by ``#init:`` (one assignment per line, in dependency order),
 ``#conditions:`` and ``#answer:``; ``answer_annotated`` is the worked solution with ``{expr}``
-blocks. A variant draws every ``#init:`` line, keeps the draw when all conditions hold (rejection
-sampling, capped: a few templates accept about 1 draw in 3000), and renders both texts. The gold
-answer is the ``#answer:`` expression, and it must equal the solution's ``#### N``.
+blocks. A variant draws every ``#init:`` line, keeps the draw when all conditions hold and the
+rendered solution's ``#### N`` equals the ``#answer:`` expression (the gold answer), and renders
+both texts (rejection sampling, capped: a few templates accept about 1 draw in 3000).
 """
 from __future__ import annotations
 
@@ -132,23 +132,28 @@ class Template:
         return None
 
     def variant(self, rng: Random, replacements: dict, max_draws: int = DEFAULT_MAX_DRAWS) -> Problem | None:
-        """One fresh instance (None when ``max_draws`` draws all failed the conditions)."""
+        """One fresh instance (None when ``max_draws`` draws all failed).
+
+        A draw fails when a condition rejects it, or when the worked solution's ``#### N`` differs
+        from the ``#answer:`` value (template 0062 truncates 28.999... with ``int()`` in its solution).
+        """
         if self.id in BROKEN_TEMPLATES:
             raise TemplateError(f"template {self.id:04d} cannot make variants: {BROKEN_TEMPLATES[self.id]}")
         where = f"template {self.id:04d}"
         for _ in range(max_draws):
             drawn = self._draw(rng, replacements)
-            if drawn is not None:
-                break
-        else:
-            return None
-        shown, env = drawn
-        question = _SLOT_RE.sub(lambda m: display(shown[m.group(1)]) if m.group(1) in shown else m.group(0), self.question_slots)
-        solution = _EXPR_RE.sub(lambda m: display(evaluate(self.solution_exprs[m.group(1)], env, f"{where} {m.group(0)}")), self.solution)
-        gold = canonical_number(evaluate(self.answer_expr, env, f"{where} #answer"))
-        if not same_answer(strict_answer(solution), gold):
-            raise TemplateError(f"{where}: #answer gives {gold} but the worked solution ends in {strict_answer(solution)}")
-        return Problem(_capitalize(question), _capitalize(solution), gold, self.id, "variant")
+            if drawn is None:
+                continue
+            shown, env = drawn
+            solution = _EXPR_RE.sub(lambda m: display(evaluate(self.solution_exprs[m.group(1)], env, f"{where} {m.group(0)}")),
+                                    self.solution)
+            gold = canonical_number(evaluate(self.answer_expr, env, f"{where} #answer"))
+            if not same_answer(strict_answer(solution), gold):
+                log.debug("%s: draw rejected, #answer gives %s but the solution ends in %s", where, gold, strict_answer(solution))
+                continue
+            question = _SLOT_RE.sub(lambda m: display(shown[m.group(1)]) if m.group(1) in shown else m.group(0), self.question_slots)
+            return Problem(_capitalize(question), _capitalize(solution), gold, self.id, "variant")
+        return None
 
 
 @lru_cache(maxsize=1)
