@@ -6,7 +6,7 @@ from trtllm_autojudge.demo import main
 
 def test_demo_runs_end_to_end(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["--questions", "2", "--max-new-tokens", "96", "--out-dir", str(out), "--threads", "2"]) == 0
+    assert main(["--questions", "2", "--max-new-tokens", "96", "--out-dir", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "lossless" in printed and "judge@" in printed and "topk@2" in printed
     rows = {r["spec"]: r for r in json.loads((out / "summary.json").read_text())["rows"]}
