@@ -51,7 +51,7 @@ def load_pair(args: argparse.Namespace):
     if args.draft == "embedded":
         if args.target not in EMBEDDED_TARGETS:
             raise SystemExit("--draft embedded is made for the embedded target: give --draft PATH for your own target")
-        from .embedded import load_draft
+        from .embedded_draft import load_draft
 
         draft, _ = load_draft(target)
         draft.model.to(args.device)
