@@ -40,18 +40,23 @@ def main(argv: list[str]) -> int:
     models = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=args.threads, judge=None)
     print("loading the embedded pair (the first run converts SmolLM2-135M from its GGUF, ~20 s) ...", flush=True)
     target, draft, tokenizer = load_pair(models)
-    judge = load_judge(models, target, draft, required=True)
+    judge = load_judge(models, target, draft, required=True) if SHIPPED_JUDGE.is_file() else None
+    if judge is None:
+        print(f"no shipped judge ({SHIPPED_JUDGE.name} is missing): showing lossless and top-K only; "
+              "make one with `python build_scripts/make_judge.py`", flush=True)
     problems = original_problems("eval")[: args.questions]
     questions = questions_from(problems, tokenizer)
-    if args.thresholds:
+    if judge is None:
+        thresholds = []
+    elif args.thresholds:
         thresholds = [float(t) for t in args.thresholds.split(",")]
     else:
         thresholds = sorted({judge.threshold, min(1.0, 2 * judge.threshold)})
     points = [OperatingPoint("judge", (t,)) for t in thresholds] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
     checker = GSM8KChecker()
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-    print(f"{target.name} <- {draft.name}; judge {SHIPPED_JUDGE.name} (validation ROC-AUC "
-          f"{judge.meta.get('metrics', {}).get('val_roc_auc', float('nan')):.3f}); K = {args.k}; "
+    auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")
+    print(f"{target.name} <- {draft.name}; judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
           f"{len(questions)} held-out GSM8K questions", flush=True)
     runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), checker, out_dir, judge,
                       max_new_tokens=args.max_new_tokens)
@@ -61,8 +66,10 @@ def main(argv: list[str]) -> int:
     print()
     print(format_table(rows))
     lossless = rows[0]
-    best = max((r for r in rows if r["method"] == "judge"), key=lambda r: (r["agreement"], r["tokens_per_cycle"]))
-    print(f"\nAutoJudge at {best['spec']}: {best['tokens_per_cycle'] / lossless['tokens_per_cycle']:.2f}x the tokens per "
-          f"target forward of lossless, answers equal to lossless on {best['agreement']:.0%} of the questions.")
+    judged = [r for r in rows if r["method"] == "judge"]
+    if judged:
+        best = max(judged, key=lambda r: (r["agreement"], r["tokens_per_cycle"]))
+        print(f"\nAutoJudge at {best['spec']}: {best['tokens_per_cycle'] / lossless['tokens_per_cycle']:.2f}x the tokens "
+              f"per target forward of lossless, answers equal to lossless on {best['agreement']:.0%} of the questions.")
     print(f"frontier plot: {png}   ({time.perf_counter() - t0:.0f} s)")
     return 0
