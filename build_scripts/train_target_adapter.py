@@ -53,12 +53,13 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--warmup", type=int, default=10, help="linear warm-up steps, then cosine decay")
     p.add_argument("--save-every", type=int, default=10)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="torch threads (1 is much faster when other jobs share the CPU)")
     p.add_argument("--evaluate", action="store_true", help="only measure the adapter at --out (and the raw model)")
     p.add_argument("--eval-fresh", type=int, default=2, help="fresh variants per training template to evaluate on")
     p.add_argument("--eval-seed", type=int, default=1000, help="seed of the fresh evaluation variants")
     p.add_argument("--max-new-tokens", type=int, default=256, help="token budget of an answer")
-    p.add_argument("--skip-raw", action="store_true", help="with --evaluate: do not measure the raw model")
+    p.add_argument("--variants", default="tuned,raw", help="with --evaluate: targets to measure, comma-separated")
+    p.add_argument("--limit", type=int, default=None, help="with --evaluate: at most this many questions per set")
     return p.parse_args(argv)
 
 
@@ -157,8 +158,10 @@ def evaluate(args) -> None:
     train_seen = {p.question for p in variant_problems("train", args.per_template, seed=args.seed)}
     fresh = [p for p in variant_problems("train", args.eval_fresh, seed=args.eval_seed) if p.question not in train_seen]
     eval_orig = original_problems("eval")
+    if args.limit is not None:  # an even spread over the templates
+        fresh, eval_orig = (s[:: max(1, len(s) // args.limit)][:args.limit] for s in (fresh, eval_orig))
     results = {}
-    for variant in ("tuned",) + (() if args.skip_raw else ("raw",)):
+    for variant in args.variants.split(","):
         lm, tokenizer = load_target(variant, adapter=args.out if variant == "tuned" else None)
         results[variant] = {
             "train_templates_fresh": measure(lm, tokenizer, fresh, args.max_new_tokens, f"{variant}: fresh train-template variants"),
