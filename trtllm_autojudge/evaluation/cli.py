@@ -9,8 +9,8 @@ from pathlib import Path
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..mining.checkers import load_checker
-from ..mining.miner import LabelMiner, MiningConfig
-from ..mining.run import mine_prompts
+from ..mining.miner import MiningConfig
+from ..mining.run import make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from .bench import run_bench
 from .common import add_decoding_args, draft_tree, load_judge, questions_from
@@ -40,6 +40,8 @@ def main_eval(argv: list[str]) -> int:
     p.add_argument("--baselines", default=DEFAULT_BASELINES, help="baseline operating points ('' for none)")
     p.add_argument("--oracle-labels", default=None, help="labels mined on THESE questions (oracle upper bound)")
     p.add_argument("--mine-oracle", action="store_true", help="mine the oracle labels now (into OUT_DIR/oracle_labels.jsonl)")
+    p.add_argument("--mine-batch-size", type=int, default=1,
+                   help="prompts mined together for --mine-oracle (faster; labels keyed by prefix, so the same oracle)")
     p.add_argument("--checker", default="gsm8k")
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
@@ -57,7 +59,7 @@ def main_eval(argv: list[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.mine_oracle:
         args.oracle_labels = str(out_dir / "oracle_labels.jsonl")
-        miner = LabelMiner(target, draft, checker, decode, MiningConfig(args.max_new_tokens))
+        miner = make_miner(target, draft, checker, decode, MiningConfig(args.max_new_tokens), args.mine_batch_size)
         mine_prompts(miner, [(q.qid, q.prompt_ids, q.example) for q in questions], args.oracle_labels)
     if args.oracle_labels:
         unimportant = unimportant_map(read_records(args.oracle_labels)[0])

@@ -9,11 +9,10 @@ import sys
 from ..backends.loading import add_model_args, load_pair
 from ..data.prompt import prompt_ids
 from ..data.sources import add_problem_args, load_problems
-from .batched import BatchedLabelMiner
 from .checkers import load_checker
-from .miner import LabelMiner, MiningConfig
+from .miner import MiningConfig
 from .mpi import world
-from .run import mine_prompts
+from .run import make_miner, mine_prompts
 
 
 def problem_id(question: str) -> str:
@@ -39,10 +38,7 @@ def main(argv: list[str]) -> int:
     problems = load_problems(args)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse)
-    if args.batch_size > 1:
-        miner = BatchedLabelMiner(target, draft, checker, decode, config, args.batch_size)
-    else:
-        miner = LabelMiner(target, draft, checker, decode, config)
+    miner = make_miner(target, draft, checker, decode, config, args.batch_size)
     prompts = [(problem_id(pr.question), prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
     stats = mine_prompts(miner, prompts, args.out, max_minutes=args.max_minutes)
     if world()[0] == 0:

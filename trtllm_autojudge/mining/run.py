@@ -11,9 +11,16 @@ from typing import Sequence
 from tqdm import tqdm
 
 from .batched import BatchedLabelMiner
-from .miner import LabelMiner
+from .miner import LabelMiner, MiningConfig
 from .mpi import shard_path, world
 from .store import append_record, read_records, repair_tail
+
+
+def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1):
+    """The sequential miner (KV prefix reuse) for ``batch_size`` 1, else the batched one (same records)."""
+    if batch_size > 1:
+        return BatchedLabelMiner(target, draft, checker, decode, config, batch_size)
+    return LabelMiner(target, draft, checker, decode, config)
 
 
 def mine_prompts(
