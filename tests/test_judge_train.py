@@ -165,3 +165,14 @@ def test_loading_a_file_that_is_not_a_feature_set(tmp_path):
     (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match="not a readable safetensors feature-set file"):
         FeatureSet.load(tmp_path / "junk.safetensors")
+
+
+def test_loading_a_file_that_is_not_a_judge(tmp_path):
+    planted_featureset(seed=0)[0].save(tmp_path / "features.safetensors")
+    with pytest.raises(ValueError, match="no 'autojudge' metadata: it is not a judge file"):
+        JudgeHead.load(tmp_path / "features.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match="not a readable safetensors judge file"):
+        JudgeHead.load(tmp_path / "junk.safetensors")
+    with pytest.raises(FileNotFoundError, match="judge file .* does not exist"):
+        JudgeHead.load(tmp_path / "missing.safetensors")

@@ -15,15 +15,13 @@ than a judge needs (for example all four, ``DD-DT-TD-TT``) serves any subset thr
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from safetensors import safe_open
-from safetensors.numpy import load_file, save_file
 
 from .head import feature_dim, parse_setup
+from .tagged_file import load_tagged, save_tagged
 
 FEATURES_FORMAT_VERSION = 1
 METADATA_KEY = "autojudge_features"
@@ -164,26 +162,12 @@ class FeatureSet:
     def save(self, path: str | Path) -> None:
         tensors = {"features": self.features, "labels": self.labels,
                    "prompt_index": self.prompt_index, "position": self.position}
-        save_file(tensors, str(path), metadata={METADATA_KEY: json.dumps(self.metadata(), sort_keys=True)})
+        save_tagged(path, tensors, METADATA_KEY, self.metadata())
 
     @classmethod
     def load(cls, path: str | Path) -> "FeatureSet":
         """Load and validate a feature-set file (structure only: see :meth:`check_finite`)."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"feature-set file {path} does not exist")
-        try:
-            with safe_open(str(path), "numpy") as f:
-                raw = (f.metadata() or {}).get(METADATA_KEY)
-            tensors = load_file(str(path))
-        except Exception as e:  # safetensors raises several types for a damaged file
-            raise ValueError(f"{path} is not a readable safetensors feature-set file: {e}") from e
-        if raw is None:
-            raise ValueError(f"{path} has no {METADATA_KEY!r} metadata: it is not a feature-set file")
-        meta = json.loads(raw)
-        if meta.get("format_version") != FEATURES_FORMAT_VERSION:
-            raise ValueError(f"{path} has feature-set format {meta.get('format_version')}, "
-                             f"this version reads {FEATURES_FORMAT_VERSION}")
+        meta, tensors = load_tagged(path, METADATA_KEY, "feature-set", FEATURES_FORMAT_VERSION)
         missing = [k for k in _META_FIELDS if k not in meta] + \
                   [k for k in ("features", "labels", "prompt_index", "position") if k not in tensors]
         if missing:

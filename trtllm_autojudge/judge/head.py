@@ -11,14 +11,13 @@ The score of a feature vector x is ``logit = w . x + c`` with the scaler folded 
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
-from safetensors import safe_open
+
+from .tagged_file import load_tagged, save_tagged
 
 FORMAT_VERSION = 1
 # Feature blocks (PAPER.md section 2): <hidden of model> on <sequence carrying the token of>.
@@ -112,25 +111,12 @@ class JudgeHead:
                     target_hidden=self.target_hidden, threshold=self.threshold)
         tensors = {"coef": self.coef, "mean": self.mean, "scale": self.scale,
                    "intercept": np.array([self.intercept], np.float32)}
-        save_file(tensors, str(path), metadata={"autojudge": json.dumps(meta, sort_keys=True)})
+        save_tagged(path, tensors, "autojudge", meta)
 
     @classmethod
     def load(cls, path: str | Path, **expected) -> "JudgeHead":
         """Load and validate; ``expected`` goes to :meth:`check_models`."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"judge file {path} does not exist")
-        try:
-            with safe_open(str(path), "numpy") as f:
-                raw = (f.metadata() or {}).get("autojudge")
-            tensors = load_file(str(path))
-        except Exception as e:  # safetensors raises several types for a damaged file
-            raise ValueError(f"{path} is not a readable safetensors judge file: {e}") from e
-        if raw is None:
-            raise ValueError(f"{path} has no 'autojudge' metadata: it is not a judge file")
-        meta = json.loads(raw)
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path} has judge format {meta.get('format_version')}, this version reads {FORMAT_VERSION}")
+        meta, tensors = load_tagged(path, "autojudge", "judge", FORMAT_VERSION)
         missing = {"coef", "mean", "scale", "intercept"} - set(tensors)
         if missing:
             raise ValueError(f"{path} lacks tensors {sorted(missing)}")
