@@ -2,10 +2,14 @@
 
 Steps, each one command (``--dry-run`` prints them and exits):
 1. convert the HF draft checkpoint (``python -m trtllm_autojudge.trt.convert``, TensorRT-LLM's
-   ``LLaMAForCausalLM.from_hugging_face``), ``--tp_size N`` ranks;
+   ``LLaMAForCausalLM.from_hugging_face``), ``--tp_size N`` ranks; for a judge whose setup reads
+   the draft's hidden states (DD-DT) with ``--draft_hidden_output`` (the ``autojudge_draft`` block);
 2. convert the HF target the same way and write the ``autojudge`` block (judge file, plugin
    library, limits) into its config.json;
-3. ``trtllm-build`` the draft: a stock engine with the paged KV cache, for ``ModelRunnerCpp``;
+3. ``trtllm-build`` the draft with the paged KV cache, for the executor: a stock engine for a DT
+   judge; for a DD-DT judge with ``--model_cls_file trtllm_autojudge/trt/draft_model_cls.py
+   --model_cls_name AutoJudgeDraftLLaMAForCausalLM`` (its last-token final-norm hidden states become
+   an engine output) and room for a context that ends at a draft node (``--max_input_len``);
 4. ``trtllm-build`` the target with ``--model_cls_file trtllm_autojudge/trt/model_cls.py
    --model_cls_name AutoJudgeLLaMAForCausalLM``: context-only (``--kv_cache_type disabled``), packed
    rows, the AutoJudgeAccept plugin after the LM head.
@@ -23,11 +27,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trtllm_autojudge.trt import model_cls_path
+from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path
 from trtllm_autojudge.trt.io_spec import EngineBlock, engine_block
 from trtllm_autojudge.trt.packing import chain_tree
 
 MODEL_CLS_NAME = "AutoJudgeLLaMAForCausalLM"
+DRAFT_MODEL_CLS_NAME = "AutoJudgeDraftLLaMAForCausalLM"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -64,21 +70,40 @@ def target_block(args: argparse.Namespace) -> EngineBlock:
                         max_paths=len(tree.paths), max_path_len=tree.max_depth + 1)
 
 
-def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Path) -> list[list[str]]:
-    """The four commands, in order (see the module docstring)."""
+def judge_reads_draft_hidden(judge_file: str | Path) -> bool:
+    """Whether the judge file's feature setup has the draft's hidden states (the DD block)."""
+    if not Path(judge_file).is_file():
+        raise FileNotFoundError(f"judge file {judge_file} does not exist: its feature setup decides how the draft "
+                                f"engine is built (train one with `trtllm-autojudge train`)")
+    return "DD" in JudgeHead.load(judge_file).blocks
+
+
+def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Path, draft_hidden: bool
+                    ) -> list[list[str]]:
+    """The four commands, in order (see the module docstring); ``draft_hidden``: the judge reads
+    the draft's hidden states, so the draft engine returns them."""
     out = Path(args.output_dir).resolve()
     ckpt, engines = out / "ckpt", out / "engines"
     longest = args.max_input_len + args.max_new_tokens + args.depth  # prefix + one path of draft tokens
     convert = [args.python, "-m", "trtllm_autojudge.trt.convert", "--dtype", args.dtype]
     plugins = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
+    draft_convert = convert + ["--tp_size", str(args.draft_tp_size), "--model_dir",
+                               str(Path(args.draft_model_dir).resolve()), "--output_dir", str(ckpt / "draft")]
+    draft_build = [args.trtllm_build, "--checkpoint_dir", str(ckpt / "draft"), "--output_dir", str(engines / "draft"),
+                   *plugins, "--max_batch_size", str(args.max_requests)]
+    if draft_hidden:
+        # The hidden state of a node the chain generation did not feed comes from a context that ends at
+        # that node (prefix + one path), generating one token.
+        draft_convert.append("--draft_hidden_output")
+        draft_build[1:1] = ["--model_cls_file", str(draft_model_cls_path()), "--model_cls_name", DRAFT_MODEL_CLS_NAME]
+        draft_build += ["--max_input_len", str(longest), "--max_seq_len", str(longest + 1)]
+    else:
+        draft_build += ["--max_input_len", str(args.max_input_len + args.max_new_tokens), "--max_seq_len", str(longest)]
     return [
-        convert + ["--tp_size", str(args.draft_tp_size), "--model_dir", str(Path(args.draft_model_dir).resolve()),
-                   "--output_dir", str(ckpt / "draft")],
+        draft_convert,
         convert + ["--tp_size", str(args.tp_size), "--model_dir", str(Path(args.target_model_dir).resolve()),
                    "--output_dir", str(ckpt / "target"), "--autojudge_block", str(block_file)],
-        [args.trtllm_build, "--checkpoint_dir", str(ckpt / "draft"), "--output_dir", str(engines / "draft"), *plugins,
-         "--max_batch_size", str(args.max_requests), "--max_input_len", str(args.max_input_len + args.max_new_tokens),
-         "--max_seq_len", str(longest)],
+        draft_build,
         [args.trtllm_build, "--checkpoint_dir", str(ckpt / "target"), "--output_dir", str(engines / "target"),
          "--model_cls_file", str(model_cls_path()), "--model_cls_name", MODEL_CLS_NAME, *plugins,
          "--kv_cache_type", "disabled", "--multiple_profiles", "disable",
@@ -105,16 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     block = target_block(args)
     block_file = Path(args.output_dir).resolve() / "autojudge_block.json"
-    commands = engine_commands(args, block, block_file)
+    if not args.dry_run and importlib.util.find_spec("tensorrt_llm") is None:
+        print("tensorrt_llm is not importable: building engines needs a GPU host with `pip install "
+              "tensorrt-llm==1.2.*` (docs/deploy.md). `--dry-run` prints the commands without it.", file=sys.stderr)
+        return 2
+    commands = engine_commands(args, block, block_file, judge_reads_draft_hidden(args.judge))
     if args.dry_run:
         print(f"# {block_file}\n{json.dumps(block.to_json(), indent=2)}")
         for cmd in commands:
             print(shlex.join(cmd))
         return 0
-    if importlib.util.find_spec("tensorrt_llm") is None:
-        print("tensorrt_llm is not importable: building engines needs a GPU host with `pip install "
-              "tensorrt-llm==1.2.*` (docs/deploy.md). `--dry-run` prints the commands without it.", file=sys.stderr)
-        return 2
     check_inputs(args, block)
     block_file.parent.mkdir(parents=True, exist_ok=True)
     block_file.write_text(json.dumps(block.to_json(), indent=2))

@@ -1,22 +1,34 @@
 """Engine build commands (build_scripts/build_engines.py) and the target's autojudge config block."""
+import ast
 import importlib.util
 import json
 import runpy
 import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from trtllm_autojudge.trt import model_cls_path
-from trtllm_autojudge.trt.convert import write_autojudge_block
-from trtllm_autojudge.trt.io_spec import BLOCK_KEY, EngineBlock, accept_engine_inputs, engine_block
+from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path
+from trtllm_autojudge.trt.convert import parse_args as convert_args
+from trtllm_autojudge.trt.convert import write_autojudge_block, write_draft_block
+from trtllm_autojudge.trt.draft_spec import DRAFT_BLOCK_KEY, DRAFT_HIDDEN_OUTPUT, engine_hidden_output
+from trtllm_autojudge.trt.io_spec import BLOCK_KEY, DRAFT_HIDDEN, EngineBlock, accept_engine_inputs, engine_block
 
 REPO = Path(__file__).resolve().parents[1]
 build_main = runpy.run_path(str(REPO / "build_scripts" / "build_engines.py"))["main"]
 
 
-def dry_run(capsys, tmp_path, *extra):
-    argv = ["--draft_model_dir", "hf/draft", "--target_model_dir", "hf/target", "--judge", "judge.safetensors",
+def judge_file(tmp_path, setup="DT"):
+    F = feature_dim(setup, 16, 32)
+    path = tmp_path / f"judge-{setup}.safetensors"
+    JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 16, 32).save(path)
+    return str(path)
+
+
+def dry_run(capsys, tmp_path, *extra, setup="DT"):
+    argv = ["--draft_model_dir", "hf/draft", "--target_model_dir", "hf/target", "--judge", judge_file(tmp_path, setup),
             "--plugin_lib", "libautojudge_trt_plugin.so", "--output_dir", str(tmp_path / "out"), "--dry-run", *extra]
     assert build_main(argv) == 0
     out = capsys.readouterr().out.splitlines()
@@ -52,6 +64,45 @@ def test_dry_run_prints_convert_and_build_commands(capsys, tmp_path):
     assert flag(build_target, "--max_num_tokens") == str(2 * 13 * longest)
     assert flag(build_draft, "--max_batch_size") == "2" and flag(build_draft, "--max_seq_len") == str(longest)
     assert Path(block["judge_file"]).is_absolute() and Path(block["plugin_library"]).is_absolute()
+    assert "--draft_hidden_output" not in conv_draft  # a DT judge: the stock draft engine
+
+
+def test_dd_dt_judge_builds_the_draft_that_returns_its_hidden_states(capsys, tmp_path):
+    _, cmds = dry_run(capsys, tmp_path, "--depth", "6", "--max_input_len", "100", "--max_new_tokens", "50",
+                      setup="DD-DT")
+    conv_draft, conv_target, build_draft, build_target = cmds
+    assert "--draft_hidden_output" in conv_draft and "--draft_hidden_output" not in conv_target
+    assert Path(flag(build_draft, "--model_cls_file")) == draft_model_cls_path() and draft_model_cls_path().is_file()
+    assert flag(build_draft, "--model_cls_name") == "AutoJudgeDraftLLaMAForCausalLM"
+    assert flag(build_draft, "--checkpoint_dir") == flag(conv_draft, "--output_dir")
+    assert "--kv_cache_type" not in build_draft  # the paged cache: the base model then returns its hidden states
+    # a context that ends at any draft node (prefix + one path) fits, and generates one token
+    longest = 100 + 50 + 6
+    assert flag(build_draft, "--max_input_len") == str(longest) and flag(build_draft, "--max_seq_len") == str(longest + 1)
+    assert Path(flag(build_target, "--model_cls_file")) == model_cls_path()
+    # the file trtllm-build loads defines the class the command names
+    tree = ast.parse(draft_model_cls_path().read_text())
+    assert "AutoJudgeDraftLLaMAForCausalLM" in {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def test_dry_run_needs_the_judge_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="feature setup decides how the draft"):
+        build_main(["--draft_model_dir", "d", "--target_model_dir", "t", "--judge", str(tmp_path / "missing"),
+                    "--plugin_lib", "p", "--output_dir", str(tmp_path), "--dry-run"])
+
+
+def test_draft_block_round_trip_through_checkpoint_and_engine_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architecture": "LlamaForCausalLM", "hidden_size": 16}))
+    write_draft_block(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architecture"] == "LlamaForCausalLM"
+    assert engine_hidden_output({"pretrained_config": config}) == DRAFT_HIDDEN_OUTPUT == DRAFT_HIDDEN
+    assert engine_hidden_output({"pretrained_config": {"architecture": "LlamaForCausalLM"}}) is None  # stock draft
+    with pytest.raises(ValueError, match="reconvert the draft"):
+        engine_hidden_output({"pretrained_config": {DRAFT_BLOCK_KEY: {"format": 0, "hidden_output": "x"}}})
+    assert convert_args(["--model_dir", "m", "--output_dir", "o", "--draft_hidden_output"]).draft_hidden_output
+    with pytest.raises(SystemExit):  # a checkpoint is the target or the draft, not both
+        convert_args(["--model_dir", "m", "--output_dir", "o", "--draft_hidden_output", "--autojudge_block", "b"])
 
 
 def test_dry_run_chain_defaults(capsys, tmp_path):

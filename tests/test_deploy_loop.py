@@ -9,10 +9,11 @@ from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_g
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.trt import io_spec
-from trtllm_autojudge.trt.drafts import draft_from_outputs, top_tokens
+from trtllm_autojudge.trt.chain_drafter import ChainTreeDrafter
+from trtllm_autojudge.trt.drafts import draft_from_outputs, node_context, top_tokens, unfed_nodes
 from trtllm_autojudge.trt.loop import engine_generate
 from trtllm_autojudge.trt.packing import chain_tree, check_chain_tree, engine_feed, pack_cycle, tree_from_chain
-from trtllm_autojudge.trt.reference_engine import ReferenceDrafter, ReferenceTargetEngine
+from trtllm_autojudge.trt.reference_engine import ReferenceDraftEngine, ReferenceDrafter, ReferenceTargetEngine
 
 MAX_NEW = 16
 
@@ -104,6 +105,53 @@ def test_draft_from_engine_outputs():
     assert top_tokens(np.array([1.0, 3.0, 3.0, 0.0]), 3).tolist() == [1, 2, 0]  # ties: lower id first
     with pytest.raises(ValueError, match="generation logits"):
         draft_from_outputs(prefixes, output_ids, np.array([5, 3]), None, 3, 2, 10, end_id=2)
+
+
+def test_unfed_nodes_and_their_contexts():
+    tree = chain_tree(2, 2)  # depth 1: node 1 (chain), 2 (sibling); depth 2: node 3 (chain), 4 (sibling)
+    # request 0 drafted both chain steps: the chain generation fed the root and node 1;
+    # request 1 stopped after one step: it fed the root only, and nodes 3, 4 are not valid
+    assert unfed_nodes(tree, np.array([4, 2]), np.array([2, 1])) == [(0, 2), (0, 3), (0, 4), (1, 1), (1, 2)]
+    assert unfed_nodes(DraftTree.chain(3), np.array([3]), np.array([3])) == [(0, 3)]  # the chain's last node
+    node_tokens = np.array([11, 12, 13, 14])
+    assert node_context([7, 8], tree, node_tokens, 4) == [7, 8, 11, 14]
+    assert node_context([7, 8], tree, node_tokens, 2) == [7, 8, 12]
+
+
+@pytest.mark.parametrize("tree", [DraftTree.chain(4), chain_tree(3, 2)], ids=["chain4", "tree3x2"])
+def test_drafted_hidden_states_are_the_drafts_state_at_each_node(pair64, tree):
+    """What the DD-DT target engine receives: row n of request b is the draft's final-norm hidden
+    state with node n as the last input token, for every valid node, whichever pass computed it;
+    one request stops early at its end_id (the executor does), so its last node comes from the leaf pass."""
+    _, draft = pair64
+    batch = prompts(3)
+    end_id = ReferenceDraftEngine(draft).generate(batch[:1], 2, logits=False, hidden=False)[0].tokens[1]
+    proposal = ReferenceDrafter(draft, end_id=end_id).propose(batch, tree, need_hidden=True)
+    assert proposal.draft_hidden.shape == (3, tree.num_nodes + 1, draft.hidden_size)
+    assert proposal.draft_lens[0] < tree.num_nodes  # request 0 stopped after drafting end_id at depth 2
+    assert proposal.forwards == tree.max_depth + 1  # the chain generation, then one pass over the unfed nodes
+    for b, prefix in enumerate(batch):
+        for n in range(tree.num_nodes + 1):
+            if n <= proposal.draft_lens[b]:
+                want = draft.session().forward(node_context(prefix, tree, proposal.node_tokens[b], n)).hidden[-1]
+                np.testing.assert_allclose(proposal.draft_hidden[b, n], want.numpy(), rtol=1e-9, atol=1e-9)
+            else:
+                assert not proposal.draft_hidden[b, n].any()  # nodes past draft_lens: zero rows
+    cycle = pack_cycle(batch, tree, proposal.node_tokens, proposal.draft_lens, np.zeros(3), proposal.draft_hidden)
+    fed = engine_feed(cycle, num_layers=2, max_input_len=64, max_seq_len=64)[io_spec.DRAFT_HIDDEN][0]
+    assert fed.shape == (3 * (tree.num_nodes + 1), draft.hidden_size)  # [B*(N+1), Hd], row b*(N+1)+n
+    np.testing.assert_array_equal(fed.reshape(proposal.draft_hidden.shape), proposal.draft_hidden.astype(np.float32))
+    dt = ReferenceDrafter(draft, end_id=end_id).propose(batch, tree, need_hidden=False)
+    assert dt.draft_hidden is None and dt.forwards == tree.max_depth
+    assert np.array_equal(dt.node_tokens, proposal.node_tokens) and np.array_equal(dt.draft_lens, proposal.draft_lens)
+
+
+def test_drafter_refuses_dd_dt_on_an_engine_without_hidden_output(pair64):
+    _, draft = pair64
+    drafter = ChainTreeDrafter(ReferenceDraftEngine(draft, returns_hidden=False))
+    with pytest.raises(ValueError, match="build-engines --judge"):
+        drafter.propose([[5, 6]], DraftTree.chain(2), need_hidden=True)
+    assert drafter.propose([[5, 6]], DraftTree.chain(2), need_hidden=False).draft_hidden is None
 
 
 @pytest.mark.parametrize("setup", ["DT", "DD-DT"])

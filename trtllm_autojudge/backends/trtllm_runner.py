@@ -3,10 +3,12 @@
 ``mpirun -n N python -m trtllm_autojudge.backends.trtllm_runner --draft_engine_dir ... \\
     --target_engine_dir ... --tokenizer_dir ... --prompt "..." [--threshold 0.3]``
 
-- Drafting: :class:`EngineDrafter` runs the draft engine through ``ModelRunnerCpp`` (as
-  ``examples/run.py::run_draft_target_model`` does): D greedy tokens per request, and the draft's
-  generation logits for the top-W siblings of a chain tree. Rank 0 gets the result and broadcasts
-  it (``ModelRunnerCpp.generate`` returns nothing on the other ranks).
+- Drafting: :class:`EngineDrafter` runs the draft engine through the executor bindings with the
+  calls ``ModelRunnerCpp`` makes (:class:`ExecutorDraftEngine`): D greedy tokens per request, the
+  draft's generation logits for the top-W siblings of a chain tree and, for a DD-DT judge, the
+  draft's hidden states as an additional model output (``ModelRunnerCpp.generate`` cannot request
+  one). The drafting itself is :class:`trtllm_autojudge.trt.chain_drafter.ChainTreeDrafter`, tested
+  on CPU. Rank 0 drafts and broadcasts (in leader mode only rank 0 enqueues).
 - Verifying: :class:`EngineTargetVerifier` runs the AutoJudge target engine with
   ``tensorrt_llm.runtime.Session`` on every rank (the Python runtime's classes refuse engine inputs
   they do not know); the plugin returns accepted tokens, lengths, best path and judged counts.
@@ -27,11 +29,12 @@ import numpy as np
 from ..decoding.acceptance import Acceptance
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
+from ..trt.chain_drafter import ChainTreeDrafter, DraftOutput
+from ..trt.draft_spec import RESULT_PREFIX, engine_hidden_output
 from ..trt.io_spec import ENGINE_OUTPUTS, EngineBlock
 from ..trt.library import load_plugin_library
-from ..trt.drafts import draft_from_outputs
 from ..trt.loop import DraftProposal, check_thresholds, engine_generate
-from ..trt.packing import PackedCycle, chain_tree, chain_width, engine_feed, tree_from_chain
+from ..trt.packing import PackedCycle, chain_tree, engine_feed
 from ..trt.tp import check_rank_agreement
 
 
@@ -44,41 +47,72 @@ def _require_tensorrt_llm():
     return tensorrt_llm
 
 
-class EngineDrafter:
-    """Chain-tree drafts from a stock draft engine (``ModelRunnerCpp``, leader mode under MPI)."""
+class ExecutorDraftEngine:
+    """The draft engine through TensorRT-LLM's executor bindings (what ``ModelRunnerCpp`` wraps), in
+    leader mode: only rank 0 enqueues. A draft engine built for a DD-DT judge (its config has the
+    ``autojudge_draft`` block) also returns its hidden-state rows as an additional model output."""
 
-    def __init__(self, engine_dir: str | Path, *, rank: int, end_id: int, pad_id: int, max_batch_size: int,
-                 max_input_len: int, max_output_len: int):
+    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int):
         _require_tensorrt_llm()
-        from tensorrt_llm.runtime import ModelRunnerCpp
+        from tensorrt_llm.bindings import executor as trtllm
 
-        self.rank, self.end_id, self.pad_id = rank, end_id, pad_id
+        self.trtllm, self.end_id, self.pad_id = trtllm, end_id, pad_id
         config = json.loads((Path(engine_dir) / "config.json").read_text())
         self.vocab_size = int(config["pretrained_config"]["vocab_size"])
-        self.runner = ModelRunnerCpp.from_dir(engine_dir=str(engine_dir), rank=rank, max_batch_size=max_batch_size,
-                                              max_input_len=max_input_len, max_output_len=max_output_len,
-                                              kv_cache_enable_block_reuse=True)
+        self.hidden_output = engine_hidden_output(config)
+        self.returns_hidden = self.hidden_output is not None
+        # gather_context=False: one row per sequence and step (the last token's), not every context token
+        self.outputs = ([trtllm.AdditionalModelOutput(self.hidden_output, gather_context=False)]
+                        if self.returns_hidden else [])
+        executor_config = trtllm.ExecutorConfig(max_batch_size=int(config["build_config"]["max_batch_size"]),
+                                                max_beam_width=1,
+                                                kv_cache_config=trtllm.KvCacheConfig(enable_block_reuse=True))
+        if self.outputs:
+            executor_config.additional_model_outputs = self.outputs
+        executor_config.parallel_config = trtllm.ParallelConfig(trtllm.CommunicationType.MPI,
+                                                                trtllm.CommunicationMode.LEADER, device_ids=None,
+                                                                orchestrator_config=None)
+        self.executor = trtllm.Executor(Path(engine_dir), trtllm.ModelType.DECODER_ONLY, executor_config)
+
+    def generate(self, prompts, max_new_tokens: int, *, logits: bool, hidden: bool) -> list[DraftOutput]:
+        trtllm = self.trtllm
+        output_config = trtllm.OutputConfig(return_generation_logits=logits,
+                                            additional_model_outputs=self.outputs if hidden else None)
+        requests = [trtllm.Request(input_token_ids=[int(t) for t in p], max_tokens=max_new_tokens, end_id=self.end_id,
+                                   pad_id=self.pad_id, sampling_config=trtllm.SamplingConfig(beam_width=1, top_k=1),
+                                   output_config=output_config) for p in prompts]
+        ids = self.executor.enqueue_requests(requests)
+        results = {}
+        while len(results) < len(ids):
+            for response in self.executor.await_responses():
+                if response.has_error():
+                    raise RuntimeError(f"the draft engine failed a request: {response.error_msg}")
+                if response.result.is_final:
+                    results[response.request_id] = response.result
+        outs = []
+        for p, request_id in zip(prompts, ids):
+            r = results[request_id]
+            extra = {o.name: o.output for o in r.additional_outputs}
+            outs.append(DraftOutput(
+                tokens=list(r.output_token_ids[0][len(p):]),  # the result holds prompt + generated tokens
+                logits=r.generation_logits[0].float().cpu().numpy() if logits else None,  # [max_tokens, V_padded]
+                hidden=extra[RESULT_PREFIX + self.hidden_output][0].float().cpu().numpy() if hidden else None,
+            ))  # hidden: [max_tokens, Hd]
+        return outs
+
+
+class EngineDrafter:
+    """Chain-tree drafts on rank 0 (:class:`ExecutorDraftEngine`), broadcast to every MPI rank."""
+
+    def __init__(self, engine_dir: str | Path, *, rank: int, end_id: int, pad_id: int):
+        self.rank = rank
+        self.drafter = ChainTreeDrafter(ExecutorDraftEngine(engine_dir, end_id=end_id, pad_id=pad_id))
 
     def propose(self, prefixes: list[list[int]], tree: DraftTree, need_hidden: bool) -> DraftProposal:
-        import torch
         from tensorrt_llm._utils import mpi_broadcast
 
-        if need_hidden:
-            raise ValueError("a stock draft engine does not return hidden states, so the engine path runs DT judges "
-                             "only; run a DD-DT judge with the reference runtime or the PyTorch-backend path")
-        D, W = tree.max_depth, chain_width(tree)
-        drafted = None
-        if self.rank == 0:
-            out = self.runner.generate(batch_input_ids=[torch.tensor(p, dtype=torch.int32) for p in prefixes],
-                                       max_new_tokens=D, end_id=self.end_id, pad_id=self.pad_id, top_k=1,
-                                       return_dict=True, output_sequence_lengths=True, output_generation_logits=W > 1)
-            drafted = draft_from_outputs(prefixes, out["output_ids"][:, 0].cpu().numpy(),
-                                         out["sequence_lengths"][:, 0].cpu().numpy(),
-                                         out["generation_logits"][:, 0].float().cpu().numpy() if W > 1 else None, D, W,
-                                         self.vocab_size, self.end_id)
-        chain, topk, valid = mpi_broadcast(drafted, 0)
-        node_tokens, draft_lens = tree_from_chain(chain, topk, valid, tree)
-        return DraftProposal(node_tokens, draft_lens, None, forwards=D)
+        proposal = self.drafter.propose(prefixes, tree, need_hidden) if self.rank == 0 else None
+        return mpi_broadcast(proposal, 0)
 
 
 class EngineTargetVerifier:
@@ -212,9 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     default = args.threshold if args.threshold is not None else verifier.default_threshold
     thresholds = check_thresholds([r.get("threshold", default) for r in requests], len(prompts))
     eos = tokenizer.eos_token_id
-    drafter = EngineDrafter(args.draft_engine_dir, rank=rank, end_id=eos, pad_id=tokenizer.pad_token_id or eos,
-                            max_batch_size=len(prompts), max_input_len=max(map(len, prompts)) + args.max_new_tokens,
-                            max_output_len=tree.max_depth)
+    drafter = EngineDrafter(args.draft_engine_dir, rank=rank, end_id=eos, pad_id=tokenizer.pad_token_id or eos)
     results = []
     for start in range(0, len(prompts), block.max_requests):
         batch = slice(start, start + block.max_requests)

@@ -1,8 +1,9 @@
 """Convert a Hugging Face Llama checkpoint to a TensorRT-LLM 1.2 checkpoint (``rank{r}.safetensors``
-+ ``config.json``), and for the target write the ``autojudge`` block into its config.
++ ``config.json``), and write the AutoJudge block into its config: ``autojudge`` for the target,
+``autojudge_draft`` for a draft that returns its hidden states (DD-DT judges, :mod:`.draft_spec`).
 
 ``python -m trtllm_autojudge.trt.convert --model_dir HF --output_dir CKPT --dtype float16 --tp_size N
-[--autojudge_block block.json]``
+[--autojudge_block block.json | --draft_hidden_output]``
 
 The conversion is TensorRT-LLM's own: per rank, ``LLaMAForCausalLM.from_hugging_face(model_dir,
 dtype, mapping=Mapping(world_size=N, rank=r, tp_size=N, pp_size=1))`` then
@@ -18,18 +19,28 @@ import json
 import sys
 from pathlib import Path
 
+from .draft_spec import DRAFT_BLOCK_KEY, draft_block
 from .io_spec import BLOCK_KEY, EngineBlock
 
 
-def write_autojudge_block(checkpoint_dir: str | Path, block: EngineBlock) -> Path:
-    """Add (or replace) the ``autojudge`` block in a TensorRT-LLM checkpoint's config.json."""
+def _set_config_key(checkpoint_dir: str | Path, key: str, value: dict) -> Path:
     path = Path(checkpoint_dir) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: convert the checkpoint first")
     config = json.loads(path.read_text())
-    config[BLOCK_KEY] = block.to_json()
+    config[key] = value
     path.write_text(json.dumps(config, indent=2))
     return path
+
+
+def write_autojudge_block(checkpoint_dir: str | Path, block: EngineBlock) -> Path:
+    """Add (or replace) the ``autojudge`` block in a TensorRT-LLM checkpoint's config.json."""
+    return _set_config_key(checkpoint_dir, BLOCK_KEY, block.to_json())
+
+
+def write_draft_block(checkpoint_dir: str | Path) -> Path:
+    """Add (or replace) the ``autojudge_draft`` block: build this draft with :mod:`.draft_model_cls`."""
+    return _set_config_key(checkpoint_dir, DRAFT_BLOCK_KEY, draft_block())
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,7 +49,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--output_dir", required=True, help="TensorRT-LLM checkpoint directory to write")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
     ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks (one rank{r}.safetensors each)")
-    ap.add_argument("--autojudge_block", help="JSON file with the target's autojudge block (target only)")
+    kind = ap.add_mutually_exclusive_group()
+    kind.add_argument("--autojudge_block", help="JSON file with the target's autojudge block (target only)")
+    kind.add_argument("--draft_hidden_output", action="store_true",
+                      help="draft for a DD-DT judge: write the autojudge_draft block (build with draft_model_cls.py)")
     return ap.parse_args(argv)
 
 
@@ -60,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         del model
     if block is not None:
         write_autojudge_block(args.output_dir, block)
+    if args.draft_hidden_output:
+        write_draft_block(args.output_dir)
     return 0
 
 

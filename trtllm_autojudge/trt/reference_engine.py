@@ -3,10 +3,12 @@
 :class:`ReferenceTargetEngine` takes exactly the inputs of the AutoJudge target engine
 (:class:`.packing.PackedCycle`) and returns exactly its outputs: it runs every context row through
 the target, gathers the final-norm hidden state and logits at ``node_rows``, scores the judge and
-applies :func:`trtllm_autojudge.decoding.acceptance.accept_tree`. :class:`ReferenceDrafter` drafts
-a chain tree the way the stock draft engine does (greedy chain plus the draft's top-W per step).
-Together they are the CPU specification of the engine path: the tests compare them with the
-reference speculative loop, and on a GPU host the engine's outputs can be compared with them on
+applies :func:`trtllm_autojudge.decoding.acceptance.accept_tree`. :class:`ReferenceDraftEngine`
+returns what the draft engine returns through the executor: greedy tokens, generation logits and
+the hidden-state rows of the DD-DT draft engine's additional output (:mod:`.draft_spec`).
+:class:`ReferenceDrafter` is the engine path's drafter (:class:`.chain_drafter.ChainTreeDrafter`)
+on it. Together they are the CPU specification of the engine path: the tests compare them with the
+reference speculative loop, and on a GPU host the engines' outputs can be compared with them on
 the same inputs.
 """
 from __future__ import annotations
@@ -17,10 +19,9 @@ import torch
 from ..backends.protocol import LanguageModel
 from ..decoding.acceptance import Acceptance, accept_tree
 from ..decoding.rules import judge_relaxed
-from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
-from .loop import DraftProposal
-from .packing import PackedCycle, chain_width, check_chain_tree, pack_cycle, tree_from_chain
+from .chain_drafter import ChainTreeDrafter, DraftOutput
+from .packing import PackedCycle
 
 
 def forward_rows(lm: LanguageModel, input_ids: np.ndarray, context_lengths: np.ndarray
@@ -67,31 +68,39 @@ class ReferenceTargetEngine:
         return accept_tree(cycle.draft_tokens, target_argmax, cycle.paths, relaxed, cycle.draft_lens)
 
 
-class ReferenceDrafter:
-    """Greedy chain drafting with the draft's top-W tokens per step (a stock draft engine's view)."""
+class ReferenceDraftEngine:
+    """The draft engine as the executor returns it (:class:`.chain_drafter.DraftEngine`), on the
+    reference runtime: greedy decoding with a KV cache, stopping after ``end_id`` (-1: never)."""
 
-    def __init__(self, draft: LanguageModel):
-        self.draft = draft
+    def __init__(self, draft: LanguageModel, end_id: int = -1, returns_hidden: bool = True):
+        self.draft, self.end_id, self.returns_hidden = draft, end_id, returns_hidden
+        self.vocab_size = draft.vocab_size
 
     @torch.inference_mode()
-    def propose(self, prefixes: list[list[int]], tree: DraftTree, need_hidden: bool) -> DraftProposal:
-        check_chain_tree(tree)
-        D, W = tree.max_depth, chain_width(tree)
-        chain = np.zeros((len(prefixes), D), np.int64)
-        topk = np.zeros((len(prefixes), D, W), np.int64)
-        for b, prefix in enumerate(prefixes):
+    def generate(self, prompts, max_new_tokens: int, *, logits: bool, hidden: bool) -> list[DraftOutput]:
+        if hidden and not self.returns_hidden:
+            raise ValueError("this draft engine has no hidden-state output")
+        outs = []
+        for prompt in prompts:
             session = self.draft.session()
-            out = session.forward(list(prefix))
-            for step in range(D):
-                top = torch.topk(out.logits[-1], W).indices
-                topk[b, step], chain[b, step] = top.cpu().numpy(), int(top[0])
-                if step + 1 < D:
-                    out = session.forward([int(chain[b, step])])
-        node_tokens, draft_lens = tree_from_chain(chain, topk, np.full(len(prefixes), D), tree)
-        hidden = None
-        if need_hidden:
-            packed = pack_cycle(prefixes, tree, node_tokens, draft_lens, np.zeros(len(prefixes), np.float32))
-            _, h = forward_rows(self.draft, packed.input_ids, packed.context_lengths)
-            hidden = h[torch.as_tensor(packed.node_rows, dtype=torch.long)].double().cpu().numpy()
-            hidden = hidden.reshape(len(prefixes), tree.num_nodes + 1, -1)
-        return DraftProposal(node_tokens, draft_lens, hidden, forwards=D)
+            step = session.forward(list(prompt))
+            tokens = []
+            logit_rows = np.zeros((max_new_tokens, self.vocab_size))  # [max_new_tokens, V]
+            hidden_rows = np.zeros((max_new_tokens, self.draft.hidden_size))  # [max_new_tokens, Hd]
+            for k in range(max_new_tokens):
+                # row k: the step whose last input is the prompt's last token (k = 0) or generated token k
+                logit_rows[k] = step.logits[-1].double().cpu().numpy()
+                hidden_rows[k] = step.hidden[-1].double().cpu().numpy()
+                tokens.append(int(torch.topk(step.logits[-1], 1).indices[0]))
+                if tokens[-1] == self.end_id or k + 1 == max_new_tokens:
+                    break
+                step = session.forward([tokens[-1]])
+            outs.append(DraftOutput(tokens, logit_rows if logits else None, hidden_rows if hidden else None))
+        return outs
+
+
+class ReferenceDrafter(ChainTreeDrafter):
+    """The engine path's drafter on :class:`ReferenceDraftEngine`."""
+
+    def __init__(self, draft: LanguageModel, end_id: int = -1):
+        super().__init__(ReferenceDraftEngine(draft, end_id))
