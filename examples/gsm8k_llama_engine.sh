@@ -9,21 +9,23 @@ set -euo pipefail
 WORK=${WORK:-./autojudge-gsm8k}
 DEPTH=${DEPTH:-8}          # draft tokens per cycle
 THRESHOLD=${THRESHOLD:-}   # empty: the judge file's default (chosen on the validation frontier)
+SETUP=${SETUP:-DT}         # judge features: DT, or DD-DT (build-engines then builds a draft that returns its hidden states)
 mkdir -p "$WORK"
 
-# 1. Judge: mine labels with the pair, extract DT features, train (skip if you have a judge file).
+# 1. Judge: mine labels with the pair, extract $SETUP features, train (skip if you have a judge file).
 if [ ! -f "$WORK/judge.safetensors" ]; then
   trtllm-autojudge mine --target "$TARGET" --draft "$DRAFT" --device cuda:0 --out "$WORK/labels.jsonl"
   trtllm-autojudge features --labels "$WORK/labels.jsonl" --target "$TARGET" --draft "$DRAFT" --device cuda:0 \
-      --setup DT --out "$WORK/features.safetensors"
-  trtllm-autojudge train --features "$WORK/features.safetensors" --setup DT --out "$WORK/judge.safetensors"
+      --setup "$SETUP" --out "$WORK/features.safetensors"
+  trtllm-autojudge train --features "$WORK/features.safetensors" --setup "$SETUP" --out "$WORK/judge.safetensors"
 fi
 
 # 2. Plugin library (nvcc + TensorRT headers).
 trtllm-autojudge build-plugin
 PLUGIN=$(pwd)/build/plugins/lib/libautojudge_trt_plugin.so
 
-# 3. Engines: stock draft + AutoJudge target (context-only rows, plugin after the LM head).
+# 3. Engines: draft (stock for DT, with its hidden states as an output for DD-DT) + AutoJudge target
+#    (context-only rows, plugin after the LM head).
 trtllm-autojudge build-engines --draft_model_dir "$DRAFT" --target_model_dir "$TARGET" \
     --judge "$WORK/judge.safetensors" --plugin_lib "$PLUGIN" --output_dir "$WORK" \
     --depth "$DEPTH" --max_requests 8 --max_input_len 512 --max_new_tokens 384

@@ -10,7 +10,7 @@ N=${N:-2}
 WORK=${WORK:-./autojudge-tp$N}
 MPI_FLAGS=${MPI_FLAGS:-}   # e.g. --allow-run-as-root inside a container
 
-# Both engines with N ranks: the runner's ranks run the draft (ModelRunnerCpp, leader mode) and the target.
+# Both engines with N ranks: the runner's ranks run the draft (the executor, leader mode) and the target.
 trtllm-autojudge build-engines --draft_model_dir "$DRAFT" --target_model_dir "$TARGET" --judge "$JUDGE" \
     --plugin_lib "$PLUGIN" --output_dir "$WORK" --tp_size "$N"
 
