@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=1, help="prompts mined together per rank")
     p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")
     p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the first is installed")
+    p.add_argument("--val-fraction", type=float, default=0.2,
+                   help="fraction of prompts held out for the C grid and the threshold (default 0.2)")
     p.add_argument("--no-install", action="store_true")
     args = p.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     for setup in args.setups.split(","):
         out = args.work / f"judge_{setup}.safetensors"
         if cli(["train", "--features", str(features), "--setup", setup, "--out", str(out),
-                "--seed", str(args.seed), "--plot", str(args.work / f"frontier_{setup}.png")]) != 0:
+                "--seed", str(args.seed), "--val-fraction", str(args.val_fraction), "--plot", str(args.work / f"frontier_{setup}.png")]) != 0:
             raise SystemExit(f"training {setup} failed")
         head = JudgeHead.load(out)
         summary[setup] = {"threshold": head.threshold, **head.meta.get("metrics", {})}

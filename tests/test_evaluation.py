@@ -9,9 +9,11 @@ from test_mining import KeyTokens, decode, tiny_prompts
 from tiny_models import tiny_pair
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.cli import parse_points
+from trtllm_autojudge.evaluation.common import AUTO_HARM_CAPS, judge_thresholds
 from trtllm_autojudge.evaluation.methods import OperatingPoint
 from trtllm_autojudge.evaluation.plot import plot_frontier
 from trtllm_autojudge.evaluation.runner import SUMMARY_COLUMNS, Question, run_points, summarize, write_summary
+from trtllm_autojudge.judge.frontier import choose_threshold, sweep_thresholds
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.store import unimportant_map
@@ -80,3 +82,22 @@ def test_operating_point_specs():
             OperatingPoint.parse(bad)
     with pytest.raises(ValueError, match="oracle needs labels"):
         OperatingPoint.parse("oracle").rule()
+
+
+def test_auto_thresholds_follow_the_judge_frontier():
+    rng = np.random.default_rng(1)
+    labels = rng.random(400) < 0.8
+    probs = np.clip(0.8 + 0.05 * labels + 0.05 * rng.normal(size=400), 0, 1)  # probabilities near the base rate
+    frontier = sweep_thresholds(probs, labels)
+    judge = JudgeHead(np.ones(2), np.zeros(2), np.ones(2), 0.0, "DT", 2, 2, 0.5, meta={"metrics": {"frontier": frontier}})
+    auto = judge_thresholds("auto", judge)
+    assert auto == sorted(set(auto)) and len(auto) >= 3
+    for cap in AUTO_HARM_CAPS:  # each cap's threshold is the largest one within the cap
+        assert choose_threshold(frontier, cap)["threshold"] in auto
+    assert all(0.6 < t < 1.0 for t in auto)  # inside the judge's probability range, unlike fixed defaults
+    assert judge_thresholds("0.3, 0.1", judge) == [0.3, 0.1]
+    assert judge_thresholds("", judge) == [] and judge_thresholds("auto", None) == []
+    bare = JudgeHead(np.ones(2), np.zeros(2), np.ones(2), 0.0, "DT", 2, 2, 0.25)
+    assert judge_thresholds("auto", bare) == [0.25]
+    with pytest.raises(SystemExit, match="comma-separated numbers or 'auto'"):
+        judge_thresholds("low", judge)

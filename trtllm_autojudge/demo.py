@@ -12,11 +12,12 @@ from pathlib import Path
 
 from .backends.loading import load_pair
 from .data.gsm8k import original_problems
-from .evaluation.common import SHIPPED_JUDGE, load_judge, questions_from
+from .evaluation.common import SHIPPED_JUDGE, judge_thresholds, load_judge, questions_from
 from .evaluation.methods import OperatingPoint
 from .evaluation.plot import plot_frontier
 from .evaluation.runner import format_table, run_points, summarize, write_summary
 from .decoding.tree import DraftTree
+from .judge.frontier import DEFAULT_MAX_IMPORTANT_ACCEPT
 from .mining.checkers import GSM8KChecker
 
 
@@ -25,7 +26,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--questions", type=int, default=3, help="held-out GSM8K questions (default 3; each adds about a minute per method on 2 cores)")
     p.add_argument("--k", type=int, default=4, help="draft tokens per cycle (default 4: the shipped draft agrees on about a third of tokens)")
     p.add_argument("--thresholds", default=None,
-                   help="AutoJudge thresholds, comma-separated (default: the judge's own and a looser one)")
+                   help="AutoJudge thresholds, comma-separated (default: the judge's own, and the one whose "
+                        "validation important-accept rate is at most 5%%)")
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--out-dir", default="out/demo")
     p.add_argument("--resume", action="store_true", help="keep earlier runs in OUT_DIR instead of starting fresh")
@@ -46,12 +48,7 @@ def main(argv: list[str]) -> int:
               "make one with `python build_scripts/make_judge.py`", flush=True)
     problems = original_problems("eval")[: args.questions]
     questions = questions_from(problems, tokenizer)
-    if judge is None:
-        thresholds = []
-    elif args.thresholds:
-        thresholds = [float(t) for t in args.thresholds.split(",")]
-    else:
-        thresholds = sorted({judge.threshold, min(1.0, 2 * judge.threshold)})
+    thresholds = judge_thresholds(args.thresholds or "auto", judge, harm_caps=(DEFAULT_MAX_IMPORTANT_ACCEPT, 0.05))
     points = [OperatingPoint("judge", (t,)) for t in thresholds] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
     checker = GSM8KChecker()
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731

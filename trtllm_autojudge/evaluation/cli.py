@@ -13,12 +13,11 @@ from ..mining.miner import MiningConfig
 from ..mining.run import make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from .bench import run_bench
-from .common import add_decoding_args, draft_tree, load_judge, questions_from
+from .common import add_decoding_args, draft_tree, judge_thresholds, load_judge, questions_from
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
 
-DEFAULT_THRESHOLDS = "0.02,0.05,0.1,0.2,0.3,0.5"
 DEFAULT_BASELINES = "topk@2,topk@4,topk@8,typical@0.09,0.3,typical@0.3,0.6,mtp@4,0.1,mtp@8,0.3"
 
 
@@ -36,7 +35,9 @@ def parse_points(text: str) -> list[OperatingPoint]:
 def main_eval(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="trtllm-autojudge eval", description=__doc__)
     p.add_argument("--out-dir", default="out/eval", help="runs.jsonl (resumable), summary.json/.csv, frontier.png")
-    p.add_argument("--thresholds", default=DEFAULT_THRESHOLDS, help="judge thresholds to sweep ('' for none)")
+    p.add_argument("--thresholds", default="auto",
+                   help="judge thresholds to sweep: numbers, or 'auto' (from the judge file's validation frontier: "
+                        "important-accept rates of at most 1, 2, 5, 10, 20%%); '' for none")
     p.add_argument("--baselines", default=DEFAULT_BASELINES, help="baseline operating points ('' for none)")
     p.add_argument("--oracle-labels", default=None, help="labels mined on THESE questions (oracle upper bound)")
     p.add_argument("--mine-oracle", action="store_true", help="mine the oracle labels now (into OUT_DIR/oracle_labels.jsonl)")
@@ -52,7 +53,7 @@ def main_eval(argv: list[str]) -> int:
     checker = load_checker(args.checker)
     questions = questions_from(load_problems(args), tokenizer)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-    points = [OperatingPoint("judge", (float(t),)) for t in args.thresholds.split(",") if t.strip()]
+    points = [OperatingPoint("judge", (t,)) for t in judge_thresholds(args.thresholds, judge)]
     points += parse_points(args.baselines)
     unimportant = None
     out_dir = Path(args.out_dir)

@@ -9,10 +9,12 @@ from ..data.answers import final_answer
 from ..data.problem import Problem
 from ..data.prompt import prompt_ids
 from ..decoding.tree import DraftTree
+from ..judge.frontier import choose_threshold
 from ..judge.head import JudgeHead
 from ..mining.cli import problem_id
 from .runner import Question
 
+AUTO_HARM_CAPS = (0.01, 0.02, 0.05, 0.1, 0.2)  # validation important-accept rates swept by --thresholds auto
 SHIPPED_JUDGE = Path(__file__).resolve().parents[1] / "assets" / "judge_gsm8k.safetensors"
 
 
@@ -47,6 +49,27 @@ def load_judge(args: argparse.Namespace, target, draft, required: bool) -> Judge
                               draft_model=draft.name, target_model=target.name)
     except ValueError as e:
         raise SystemExit(str(e)) from None
+
+
+def judge_thresholds(text: str, judge: JudgeHead | None, harm_caps: tuple[float, ...] = AUTO_HARM_CAPS) -> list[float]:
+    """Thresholds to sweep: comma-separated numbers, or 'auto'.
+
+    'auto' reads the judge file's validation frontier: for each cap, the largest threshold whose
+    validation important-accept rate is at most that cap (distinct values, ascending). A judge's
+    probabilities sit near the share of important labels, which differs per pair and task, so
+    fixed numbers rarely span its frontier. A judge file without a frontier gives its own threshold.
+    """
+    if judge is None or not text.strip():
+        return []
+    if text.strip() != "auto":
+        try:
+            return [float(t) for t in text.split(",") if t.strip()]
+        except ValueError:
+            raise SystemExit(f"--thresholds {text!r}: give comma-separated numbers or 'auto'") from None
+    frontier = judge.meta.get("metrics", {}).get("frontier")
+    if not frontier:
+        return [judge.threshold]
+    return sorted({choose_threshold(frontier, cap)["threshold"] for cap in harm_caps})
 
 
 def questions_from(problems: list[Problem], tokenizer) -> list[Question]:

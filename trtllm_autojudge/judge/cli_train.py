@@ -10,8 +10,9 @@ import sys
 
 from .dataset import FeatureSet
 from .export import FORMATS, export_judge, unsupported_reason
+from .frontier import DEFAULT_MAX_IMPORTANT_ACCEPT
 from .head import JudgeHead
-from .train import DEFAULT_MAX_IMPORTANT_ACCEPT, train_judge
+from .train import train_judge
 
 
 def _c_grid(text: str) -> list[float]:

@@ -25,11 +25,10 @@ from sklearn.preprocessing import StandardScaler
 from tqdm.auto import tqdm
 
 from .dataset import FeatureSet
-from .frontier import choose_threshold, format_frontier, sweep_thresholds
+from .frontier import DEFAULT_MAX_IMPORTANT_ACCEPT, choose_threshold, format_frontier, sweep_thresholds
 from .head import JudgeHead
 
 DEFAULT_C_GRID = tuple(float(10 ** (-k / 2)) for k in range(14, 0, -1)) + (1.0, 3.0, 10.0, 50.0, 100.0)
-DEFAULT_MAX_IMPORTANT_ACCEPT = 0.01
 
 
 def split_by_prompt(
