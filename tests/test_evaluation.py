@@ -1,4 +1,5 @@
 """eval on the tiny random pair: consistent metrics, oracle >= lossless, stable schema, a PNG."""
+import argparse
 import csv
 import json
 
@@ -9,6 +10,7 @@ from test_mining import KeyTokens, decode, tiny_prompts
 from tiny_models import tiny_pair
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.cli import parse_points
+from trtllm_autojudge.evaluation import common
 from trtllm_autojudge.evaluation.common import AUTO_HARM_CAPS, judge_thresholds
 from trtllm_autojudge.evaluation.methods import OperatingPoint
 from trtllm_autojudge.evaluation.plot import plot_frontier
@@ -101,3 +103,16 @@ def test_auto_thresholds_follow_the_judge_frontier():
     assert judge_thresholds("auto", bare) == [0.25]
     with pytest.raises(SystemExit, match="comma-separated numbers or 'auto'"):
         judge_thresholds("low", judge)
+
+
+def test_missing_shipped_judge_is_optional_unless_required(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "SHIPPED_JUDGE", tmp_path / "judge_gsm8k.safetensors")
+    args = argparse.Namespace(judge=None, target="tuned", draft="embedded")
+    assert common.load_judge(args, None, None, required=False) is None  # baselines-only eval runs without one
+    with pytest.raises(SystemExit, match="no judge is shipped for the embedded pair .*make_judge.py"):
+        common.load_judge(args, None, None, required=True)
+    with pytest.raises(SystemExit, match="needs a judge file for your models"):
+        common.load_judge(argparse.Namespace(judge=None, target="my/target", draft="my/draft"), None, None, required=True)
+    with pytest.raises(SystemExit, match="judge file .*absent.safetensors not found"):
+        common.load_judge(argparse.Namespace(judge=str(tmp_path / "absent.safetensors"), target="tuned",
+                                             draft="embedded"), None, None, required=False)

@@ -37,7 +37,13 @@ def draft_tree(args: argparse.Namespace) -> DraftTree:
 
 
 def load_judge(args: argparse.Namespace, target, draft, required: bool) -> JudgeHead | None:
-    path = args.judge or (SHIPPED_JUDGE if args.target in EMBEDDED_TARGETS and args.draft == "embedded" else None)
+    path = args.judge
+    if path is None and args.target in EMBEDDED_TARGETS and args.draft == "embedded":
+        if SHIPPED_JUDGE.is_file():
+            path = SHIPPED_JUDGE
+        elif required:
+            raise SystemExit(f"no judge is shipped for the embedded pair ({SHIPPED_JUDGE.name} is missing): make one "
+                             "with `python build_scripts/make_judge.py`, or pass --judge PATH")
     if path is None:
         if required:
             raise SystemExit("this command needs a judge file for your models: --judge PATH (trtllm-autojudge train)")
