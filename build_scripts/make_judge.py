@@ -30,7 +30,7 @@ def mine(args) -> None:
     verb = ["mine", "--out", str(args.work / "labels.jsonl"), "--split", "train", "--no-originals",
             "--variants-per-template", str(args.variants_per_template), "--max-new-tokens", str(args.max_new_tokens),
             "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
-    if args.max_minutes:
+    if args.max_minutes is not None:
         verb += ["--max-minutes", str(args.max_minutes)]
     if args.ranks > 1:
         mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or "mpirun"
