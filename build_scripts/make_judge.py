@@ -1,6 +1,7 @@
 """Reproduce the shipped GSM8K judge of the embedded pair: mine -> features -> train -> install.
 
-    python build_scripts/make_judge.py --work out/judge --variants-per-template 2 --ranks 2
+    python build_scripts/make_judge.py --work out/judge --variants-per-template 2 --max-new-tokens 200 \
+        --ranks 2 --batch-size 6 --max-minutes 85        # the shipped judge (docs/results.md)
 
 Every stage resumes: mining appends to WORK/labels.jsonl (rerun to continue), features and
 training are recomputed from it. Mining uses the TRAINING templates only. The judge is trained for
