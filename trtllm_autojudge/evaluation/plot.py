@@ -1,12 +1,21 @@
 """The frontier plot: answer agreement with the lossless run against tokens per target forward."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 COLORS = {"lossless": "black", "judge": "tab:red", "topk": "tab:blue", "typical": "tab:green",
           "mtp": "tab:purple", "oracle": "tab:orange"}
 LABELS = {"lossless": "lossless", "judge": "AutoJudge", "topk": "top-K", "typical": "typical acceptance",
           "mtp": "MTP relaxed", "oracle": "oracle (mined labels)"}
+
+
+def _short(params: str) -> str:
+    """'0.428893' -> '0.429' (annotations stay readable); non-numbers pass through."""
+    try:
+        return ",".join(f"{float(p):.3g}" for p in params.split(","))
+    except ValueError:
+        return params
 
 
 def plot_frontier(rows: list[dict], path: str | Path, title: str = "") -> Path:
@@ -16,7 +25,7 @@ def plot_frontier(rows: list[dict], path: str | Path, title: str = "") -> Path:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 4.5), dpi=120)
+    fig = Figure(figsize=(8.5, 4.8), dpi=120)
     ax = fig.add_subplot()
     for method in COLORS:
         pts = sorted((r["tokens_per_cycle"], r["agreement"], r["params"]) for r in rows if r["method"] == method)
@@ -27,13 +36,13 @@ def plot_frontier(rows: list[dict], path: str | Path, title: str = "") -> Path:
         if method in ("judge", "topk"):
             for x, y, prm in zip(xs, ys, params):
                 if prm:
-                    ax.annotate(prm, (x, y), textcoords="offset points", xytext=(3, -10), fontsize=7, color=COLORS[method])
+                    ax.annotate(_short(prm), (x, y), textcoords="offset points", xytext=(3, -10), fontsize=7, color=COLORS[method])
     ax.set_xlabel("tokens per target forward (accepted draft tokens + 1)")
     ax.set_ylabel("final answers equal to the lossless run")
     ax.set_ylim(min([0.5] + [r["agreement"] - 0.05 for r in rows]), 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
-    ax.set_title(title or "accuracy / speed frontier", fontsize=10)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    ax.set_title(textwrap.fill(title or "accuracy / speed frontier", 90), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     return Path(path)
