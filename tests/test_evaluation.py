@@ -64,6 +64,13 @@ def test_runs_resume(evaluated):
     assert len(again) == len(runs)  # nothing re-run (the prompts given here are empty and would fail)
 
 
+def test_runs_go_question_by_question(evaluated):
+    _, runs, _, points = evaluated
+    per_question = len(points) + 1  # the points and lossless
+    blocks = [runs[i:i + per_question] for i in range(0, len(runs), per_question)]
+    assert all(len({r["qid"] for r in b}) == 1 and b[0]["spec"] == "lossless" for b in blocks)
+
+
 def test_summary_schema_and_plot(evaluated):
     out, _, rows, _ = evaluated
     paths = write_summary(rows, out, {"note": "test"})

@@ -51,7 +51,11 @@ def run_points(
     max_new_tokens: int = 256,
     progress: bool = True,
 ) -> list[dict]:
-    """Run every point on every question (lossless first); returns all run records."""
+    """Run every point on every question; returns all run records.
+
+    Question by question, lossless first: the points of one question run next to each other, so
+    their seconds share the machine's state, and a cut run holds whole questions.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_path = out_dir / "runs.jsonl"
@@ -60,7 +64,7 @@ def run_points(
     done = {(r["spec"], r["qid"]) for r in runs}
     points = [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]
     rules = {p.spec: p.rule(judge, unimportant) for p in points}
-    todo = [(p, q) for p in points for q in questions if (p.spec, q.qid) not in done]
+    todo = [(p, q) for q in questions for p in points if (p.spec, q.qid) not in done]
     for p, q in tqdm(todo, desc="eval", unit="run", disable=not progress, file=sys.stderr):
         t0 = time.perf_counter()
         res = speculative_generate(target, draft, q.prompt_ids, tree=tree, rule=rules[p.spec],
