@@ -20,8 +20,6 @@ import argparse
 import hashlib
 import json
 import logging
-import math
-import os
 import statistics
 import sys
 import time
@@ -33,6 +31,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.embedded import TARGET_ADAPTER, cache_root, load_target  # noqa: E402
+from trtllm_autojudge.backends.finetune import load_checkpoint, lr_at, save_checkpoint  # noqa: E402
 from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, load_draft  # noqa: E402
 from trtllm_autojudge.backends.lora import attach_lora, save_adapter  # noqa: E402
 from trtllm_autojudge.data import original_problems, prompt_ids, variant_problems  # noqa: E402
@@ -79,11 +78,10 @@ def teacher_labels(target_model, batches, pad_id: int, desc: str) -> list[torch.
 
 
 def cached(path: Path, make):
-    if path.exists():
-        return torch.load(path, weights_only=False)
-    value = make()
-    torch.save(value, path.with_suffix(".tmp"))
-    os.replace(path.with_suffix(".tmp"), path)
+    value = load_checkpoint(path)
+    if value is None:
+        value = make()
+        save_checkpoint(path, value)
     return value
 
 
@@ -121,12 +119,6 @@ def heldout_alpha(draft, sets, pad_id: int) -> dict[str, float]:
     return out
 
 
-def lr_at(step: int, total: int, warmup: int, lr: float) -> float:
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
-
-
 def train(args) -> None:
     work = args.work or cache_root() / "train_draft"
     work.mkdir(parents=True, exist_ok=True)
@@ -162,8 +154,8 @@ def train(args) -> None:
 
     ckpt_path = work / f"ckpt-{tag}.pt"
     step, history, alphas = 0, [], []
-    if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
+    state = load_checkpoint(ckpt_path)
+    if state is not None:
         for name, value in state["tensors"].items():
             draft.get_parameter(name).data.copy_(value)
         optimizer.load_state_dict(state["optimizer"])
@@ -192,10 +184,9 @@ def train(args) -> None:
             alphas.append({"step": step, **heldout_alpha(draft, heldout, pad)})
             bar.write(f"step {step}: held-out alpha {alphas[-1]}")
         if step % args.save_every == 0 or step == total:
-            torch.save({"step": step, "history": history, "alphas": alphas, "optimizer": optimizer.state_dict(),
-                        "tensors": {n: p.detach().clone() for n, p in draft.named_parameters() if p.requires_grad}},
-                       ckpt_path.with_suffix(".tmp"))
-            os.replace(ckpt_path.with_suffix(".tmp"), ckpt_path)
+            save_checkpoint(ckpt_path, {
+                "step": step, "history": history, "alphas": alphas, "optimizer": optimizer.state_dict(),
+                "tensors": {n: p.detach().clone() for n, p in draft.named_parameters() if p.requires_grad}})
     bar.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_adapter(args.out, wrapped, args.rank, args.alpha, base="tuned embedded target (target_lora.safetensors)",

@@ -17,8 +17,6 @@ import argparse
 import hashlib
 import json
 import logging
-import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -29,6 +27,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
 from trtllm_autojudge.backends.embedded import TARGET_ADAPTER, cache_root, load_base, load_target  # noqa: E402
+from trtllm_autojudge.backends.finetune import load_checkpoint, lr_at, save_checkpoint  # noqa: E402
 from trtllm_autojudge.backends.lora import adapter_tensors, attach_lora, save_adapter  # noqa: E402
 from trtllm_autojudge.data.batches import make_batches, pad_batch  # noqa: E402
 from trtllm_autojudge.data import (  # noqa: E402
@@ -71,12 +70,6 @@ def response_loss(model, batch, pad_id: int) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.float(), ids[:, 1:][learn[:, :-1]])
 
 
-def lr_at(step: int, total: int, warmup: int, lr: float) -> float:
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
-
-
 def train(args) -> None:
     work = args.work or cache_root() / "train_target_adapter"
     work.mkdir(parents=True, exist_ok=True)
@@ -95,8 +88,8 @@ def train(args) -> None:
     log.info("%d training problems, %d tokens, %d steps", len(problems), sum(len(i) for b in batches for i, _ in b), total)
 
     step, history = 0, []
-    if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
+    state = load_checkpoint(ckpt_path)
+    if state is not None:
         for path, m in wrapped.items():
             m.lora_A.data.copy_(state["lora"][f"{path}.lora_A"])
             m.lora_B.data.copy_(state["lora"][f"{path}.lora_B"])
@@ -122,10 +115,8 @@ def train(args) -> None:
         bar.set_postfix(loss=f"{sum(history[-10:]) / len(history[-10:]):.3f}", tok_s=f"{tokens / (time.time() - t0):.0f}")
         bar.update(1)
         if step % args.save_every == 0 or step == total:
-            tmp = ckpt_path.with_suffix(".tmp")
-            torch.save({"step": step, "history": history, "optimizer": optimizer.state_dict(),
-                        "lora": adapter_tensors(wrapped)}, tmp)
-            os.replace(tmp, ckpt_path)
+            save_checkpoint(ckpt_path, {"step": step, "history": history, "optimizer": optimizer.state_dict(),
+                                        "lora": adapter_tensors(wrapped)})
     bar.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_adapter(args.out, wrapped, args.rank, args.alpha, base=f"SmolLM2-135M-Instruct ({GGUF_NOTE})",
