@@ -23,6 +23,8 @@ from trtllm_autojudge.backends.lora import attach_lora, merge_adapter, save_adap
 from trtllm_autojudge.data import original_problems, prompt_ids, training_ids, variant_problems
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.evaluation.common import SHIPPED_JUDGE
+from trtllm_autojudge.judge.head import JudgeHead
 
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory):
@@ -175,3 +177,17 @@ def test_short_generation_and_lossless_speculation(tuned):
     spec = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), max_new_tokens=24)
     assert spec.tokens == greedy
     assert sum(c.accepted for c in spec.cycles) > 0  # the draft agrees with the target somewhere
+
+
+def test_shipped_judge_belongs_to_the_shipped_pair(tuned):
+    """The judge file loads against this exact pair (names and hidden sizes), and records its metrics."""
+    target, _ = tuned
+    draft, _ = load_draft(target)
+    assert SHIPPED_JUDGE.is_file() and SHIPPED_JUDGE.stat().st_size < 1e6
+    judge = JudgeHead.load(SHIPPED_JUDGE, draft_hidden=draft.hidden_size, target_hidden=target.hidden_size,
+                           draft_model=draft.name, target_model=target.name)
+    metrics = judge.meta["metrics"]
+    assert judge.setup in ("DT", "DD-DT") and 0.5 < metrics["val_roc_auc"] <= 1.0
+    assert metrics["label_counts"]["train"]["unimportant"] > 0 and metrics["frontier"]
+    with pytest.raises(ValueError, match="target_model"):
+        JudgeHead.load(SHIPPED_JUDGE, target_model="SmolLM2-135M-Instruct")  # the raw target is another model
