@@ -114,6 +114,14 @@ def test_node_parents_rejects_non_tree():
     assert node_parents(DraftTree.static([2, 2]).paths[None])[0].tolist() == list(DraftTree.static([2, 2]).parents)
 
 
+
+def test_tree_paths_and_masks_follow_the_parents():
+    tree = DraftTree.static([2, 2])  # parents (-1, 0, 0, 1, 1, 2, 2)
+    assert tree.path_to(0) == [] and tree.path_to(2) == [2] and tree.path_to(6) == [2, 6]
+    assert tree.paths.tolist() == [[0, 1, 3], [0, 1, 4], [0, 2, 5], [0, 2, 6]]
+    assert np.flatnonzero(tree.ancestor_mask[5]).tolist() == [0, 2, 5]
+    assert DraftTree.chain(3).path_to(3) == [1, 2, 3]
+
 # ---- properties on random inputs, against a second (vectorised) formulation of the rule ----
 
 def vectorised_rule(draft_tokens, target_argmax, paths, relaxed, draft_lens):

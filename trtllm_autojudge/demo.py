@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     models = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=args.threads, judge=None)
     print("loading the embedded pair (the first run converts SmolLM2-135M from its GGUF, ~20 s) ...", flush=True)
     target, draft, tokenizer = load_pair(models)
-    judge = load_judge(models, target, draft, required=True) if SHIPPED_JUDGE.is_file() else None
+    judge = load_judge(models, target, draft, required=False)  # the shipped judge, None when it is missing
     if judge is None:
         print(f"no shipped judge ({SHIPPED_JUDGE.name} is missing): showing lossless and top-K only; "
               "make one with `python build_scripts/make_judge.py`", flush=True)

@@ -126,10 +126,6 @@ class OracleRule:
         N = ctx.tree.num_nodes
         relaxed = np.zeros((1, N + 1), bool)
         for n in range(1, N + 1):
-            chain, m = [], ctx.tree.parents[n]
-            while m > 0:
-                chain.append(int(ctx.draft_tokens[0, m - 1]))
-                m = ctx.tree.parents[m]
-            key = tuple(ctx.prefix) + tuple(reversed(chain))
+            key = tuple(ctx.prefix) + tuple(int(ctx.draft_tokens[0, m - 1]) for m in ctx.tree.path_to(n)[:-1])
             relaxed[0, n] = int(ctx.draft_tokens[0, n - 1]) in self.unimportant.get(key, ())
         return relaxed

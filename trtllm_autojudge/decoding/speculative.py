@@ -89,15 +89,6 @@ def _is_chain(tree: DraftTree) -> bool:
     return tree.parents == tuple(range(-1, tree.num_nodes))
 
 
-def _ancestors(tree: DraftTree, n: int) -> list[int]:
-    """Draft nodes from the root's child down to n (root excluded, n included)."""
-    chain = []
-    while n > 0:
-        chain.append(n)
-        n = tree.parents[n]
-    return chain[::-1]
-
-
 def propose(
     session: ModelSession, tokens: list[int], tree: DraftTree, need_hidden: bool
 ) -> tuple[np.ndarray, torch.Tensor | None, dict[int, int], int]:
@@ -124,7 +115,7 @@ def propose(
         if chain:
             out = session.forward([int(node_tokens[level[0] - 1])])
         else:
-            attend = [[slots[a] for a in _ancestors(tree, n)[:-1]] + [base + i] for i, n in enumerate(level)]
+            attend = [[slots[a] for a in tree.path_to(n)[:-1]] + [base + i] for i, n in enumerate(level)]
             out = session.forward(
                 [int(node_tokens[n - 1]) for n in level],
                 positions=[root_pos + int(tree.depths[n]) for n in level],
@@ -153,7 +144,7 @@ def verify(session: ModelSession, tokens: list[int], tree: DraftTree, node_token
     else:
         root_pos = len(tokens) - 1
         attend = [list(range(L, L + i + 1)) for i in range(P)]
-        attend += [list(range(L, L + P)) + [L + P + a - 1 for a in _ancestors(tree, n)] for n in range(1, tree.num_nodes + 1)]
+        attend += [list(range(L, L + P)) + [L + P + a - 1 for a in tree.path_to(n)] for n in range(1, tree.num_nodes + 1)]
         positions = list(range(L, L + P)) + [root_pos + int(tree.depths[n]) for n in range(1, tree.num_nodes + 1)]
         out = session.forward(inputs, positions=positions, mask=_mask(L, L, attend))
     return out.logits[P - 1 :], out.hidden[P - 1 :], L + P

@@ -77,16 +77,22 @@ class DraftTree:
         """Nodes at depth 1, 2, ..., D (root excluded)."""
         return [[n for n in range(1, len(self.parents)) if self.depths[n] == d] for d in range(1, self.max_depth + 1)]
 
+    def path_to(self, n: int) -> list[int]:
+        """The draft nodes from the root's child down to node n (root excluded, n included; [] for the root)."""
+        path = []
+        while n > 0:
+            path.append(n)
+            n = self.parents[n]
+        return path[::-1]
+
     @cached_property
     def paths(self) -> np.ndarray:  # [P, D+1] int32: one row per leaf, -1 padded
         children = {m for m in self.parents[1:]}
         leaves = [n for n in range(len(self.parents)) if n not in children]
         rows = np.full((len(leaves), self.max_depth + 1), PAD, np.int32)
         for p, leaf in enumerate(leaves):
-            chain = [leaf]
-            while chain[-1] != 0:
-                chain.append(self.parents[chain[-1]])
-            rows[p, : len(chain)] = chain[::-1]
+            chain = [0] + self.path_to(leaf)
+            rows[p, : len(chain)] = chain
         return rows
 
     @cached_property
@@ -94,10 +100,7 @@ class DraftTree:
         n1 = len(self.parents)
         mask = np.zeros((n1, n1), bool)
         for i in range(n1):
-            j = i
-            while j != -1:
-                mask[i, j] = True
-                j = self.parents[j]
+            mask[i, [0] + self.path_to(i)] = True
         return mask
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 DEFAULT_MAX_IMPORTANT_ACCEPT = 0.01  # the default threshold's validation important-accept rate
 
+
 def sweep_thresholds(
     probs: np.ndarray,  # [M] float: validation probability of "important"
     labels: np.ndarray,  # [M] 0/1: validation labels

@@ -61,11 +61,7 @@ def unfed_nodes(
 
 def node_context(prefix: Sequence[int], tree: DraftTree, node_tokens: np.ndarray, n: int) -> list[int]:
     """``prefix`` followed by the tokens on the path from the root to node n (``node_tokens`` [N])."""
-    path = []
-    while n > 0:
-        path.append(int(node_tokens[n - 1]))
-        n = tree.parents[n]
-    return [int(t) for t in prefix] + path[::-1]
+    return [int(t) for t in prefix] + [int(node_tokens[m - 1]) for m in tree.path_to(n)]
 
 
 def assemble_draft_hidden(
