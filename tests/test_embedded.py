@@ -191,3 +191,30 @@ def test_shipped_judge_belongs_to_the_shipped_pair(tuned):
     assert metrics["label_counts"]["train"]["unimportant"] > 0 and metrics["frontier"]
     with pytest.raises(ValueError, match="target_model"):
         JudgeHead.load(SHIPPED_JUDGE, target_model="SmolLM2-135M-Instruct")  # the raw target is another model
+
+
+def test_embedded_pair_in_bf16_shares_the_head_and_warns_about_fp32_artefacts(cache, monkeypatch, caplog):
+    """--dtype bfloat16: both models cast after the draft is cut and adapted in float32; the shipped
+    float32 artefacts say they are used in another dtype."""
+    import argparse
+    import logging
+
+    from trtllm_autojudge.backends.loading import load_pair
+
+    monkeypatch.setenv(embedded.CACHE_ENV, cache)
+    args = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=None, dtype="bfloat16")
+    with caplog.at_level(logging.WARNING):
+        target, draft, tokenizer = load_pair(args)
+    assert target.dtype == draft.dtype == torch.bfloat16
+    assert draft.model.lm_head.weight is target.model.lm_head.weight
+    assert "target_lora.safetensors was made in float32 and is used with models in bfloat16" in caplog.text
+    fp32, _ = load_target("tuned", cache=cache)
+    w32, w16 = fp32.model.model.layers[3].mlp.down_proj.weight, target.model.model.layers[3].mlp.down_proj.weight
+    assert torch.equal(w32.to(torch.bfloat16), w16)  # the bf16 target is the rounding of the float32 one
+    from greedy_check import NEAR_TIE, greedy_gaps
+
+    for problem in original_problems("eval")[:2]:  # the first has a bf16 near-tie within 40 tokens
+        prompt = prompt_ids(tokenizer, problem.question)
+        out = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), max_new_tokens=40)
+        gaps, scale = greedy_gaps(target, prompt, out.tokens)
+        assert torch.all(gaps <= NEAR_TIE[torch.bfloat16] * scale), f"a non-greedy token at gap {gaps.max():.3g}"

@@ -10,6 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
+from .backends.dtype import CHOICES, dtype_name
 from .backends.loading import load_pair
 from .data.gsm8k import original_problems
 from .evaluation.common import SHIPPED_JUDGE, judge_thresholds, load_judge, questions_from
@@ -33,6 +34,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out-dir", default="out/demo")
     p.add_argument("--resume", action="store_true", help="keep earlier runs in OUT_DIR instead of starting fresh")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--dtype", default="auto", choices=CHOICES,
+                   help="compute dtype (default auto: bfloat16 where the CPU computes it natively, else float32)")
     args = p.parse_args(argv)
     if args.questions < 1:
         raise SystemExit("--questions must be >= 1")
@@ -40,7 +43,8 @@ def main(argv: list[str]) -> int:
     if out_dir.exists() and not args.resume:
         shutil.rmtree(out_dir)
     t0 = time.perf_counter()
-    models = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=args.threads, judge=None)
+    models = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=args.threads, dtype=args.dtype,
+                                judge=None)
     print("loading the embedded pair (the first run converts SmolLM2-135M from its GGUF, ~20 s) ...", flush=True)
     target, draft, tokenizer = load_pair(models)
     judge = load_judge(models, target, draft, required=False)  # the shipped judge, None when it is missing
@@ -54,12 +58,13 @@ def main(argv: list[str]) -> int:
     checker = GSM8KChecker()
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")
-    print(f"{target.name} <- {draft.name}; judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
+    print(f"{target.name} <- {draft.name} ({dtype_name(target.dtype)}); judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
           f"{len(questions)} held-out GSM8K questions", flush=True)
     runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), checker, out_dir, judge,
                       max_new_tokens=args.max_new_tokens)
     rows = summarize(runs, points, checker, [q.qid for q in questions])
-    write_summary(rows, out_dir, {"target": target.name, "draft": draft.name, "k": args.k, "questions": len(questions)})
+    write_summary(rows, out_dir, {"target": target.name, "draft": draft.name, "k": args.k, "questions": len(questions),
+                                  "dtype": dtype_name(target.dtype)})
     png = plot_frontier(rows, out_dir / "frontier.png", f"demo: {len(questions)} held-out GSM8K questions, K = {args.k}")
     print()
     print(format_table(rows))

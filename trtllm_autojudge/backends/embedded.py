@@ -129,11 +129,12 @@ def load_tokenizer(cache: str | Path | None = None):
     return AutoTokenizer.from_pretrained(converted_checkpoint(cache))
 
 
-def load_target(variant: str = "tuned", cache: str | Path | None = None, adapter: str | Path | None = None):
+def load_target(variant: str = "tuned", cache: str | Path | None = None, adapter: str | Path | None = None,
+                dtype: torch.dtype = torch.float32):
     """(TransformersLM, tokenizer) of the embedded target.
 
     ``variant="tuned"`` merges the LoRA adapter (``adapter``, default the shipped one) into the
-    weights; ``"raw"`` is the converted model as published.
+    float32 weights; ``"raw"`` is the converted model as published. The model is cast to ``dtype`` last.
     """
     if variant not in TARGET_VARIANTS:
         raise ValueError(f"unknown target variant {variant!r}: use one of {TARGET_VARIANTS}")
@@ -146,6 +147,8 @@ def load_target(variant: str = "tuned", cache: str | Path | None = None, adapter
                                     "build_scripts/train_target_adapter.py, or use variant='raw'")
         meta = merge_adapter(model, adapter)
         name += f"+lora-gsm8k(r={meta['rank']})"
-    lm = TransformersLM(model, [tokenizer.eos_token_id], name)
+    lm = TransformersLM(model.to(dtype), [tokenizer.eos_token_id], name)
     lm.variant = variant  # the draft checks it was given the target it was trained for
+    if variant == "tuned":
+        lm.artifact_dtypes[f"the target adapter {adapter.name}"] = meta.get("dtype")
     return lm, tokenizer

@@ -70,6 +70,7 @@ def load_draft(target: TransformersLM | None = None, path: str | Path = DRAFT_FI
         tokenizer = load_tokenizer(cache)
     layers = draft_layers(path)
     draft = cut_model(target.model, layers)
-    merge_adapter(draft, path)
+    meta = merge_adapter(draft, path)
     lm = TransformersLM(draft, target.eos_token_ids, f"{target.name}[layers {','.join(map(str, layers))}]+draft-lora")
+    lm.artifact_dtypes[f"the draft {Path(path).name}"] = meta.get("dtype")
     return lm, tokenizer

@@ -2,12 +2,16 @@
 
 ``--target tuned|raw|PATH`` and ``--draft embedded|PATH``. A PATH is a local transformers
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
+``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
+then cast, so a bf16 pair is the rounding of the float32 one.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from ..dtype_record import check_artifact_dtype
+from .dtype import CHOICES, dtype_name, resolve_dtype
 from .transformers_backend import TransformersLM
 
 EMBEDDED_TARGETS = ("tuned", "raw")
@@ -19,6 +23,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                    help="embedded target 'tuned' (GSM8K adapter, default) or 'raw', or a local HF checkpoint folder")
     g.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a local HF checkpoint folder")
     g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+    g.add_argument("--dtype", default="auto", choices=CHOICES,
+                   help="compute dtype (default auto: bfloat16 where the CPU/GPU computes it natively, else float32)")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
 
 
@@ -41,10 +47,14 @@ def load_pair(args: argparse.Namespace):
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    try:
+        dtype = resolve_dtype(getattr(args, "dtype", "auto"), args.device)
+    except ValueError as e:
+        raise SystemExit(f"--dtype: {e}") from None
     if args.target in EMBEDDED_TARGETS:
         from .embedded import load_target
 
-        target, tokenizer = load_target(args.target)
+        target, tokenizer = load_target(args.target)  # float32: the draft is cut and adapted before the cast
         target.model.to(args.device)
     else:
         target, tokenizer = _hf(args.target, args.device)
@@ -57,6 +67,11 @@ def load_pair(args: argparse.Namespace):
         draft.model.to(args.device)
     else:
         draft, _ = _hf(args.draft, args.device)
+    target.model.to(dtype)  # embedded: also the embeddings and LM head the draft shares
+    draft.model.to(dtype)
+    for lm in (target, draft):
+        for what, made_in in lm.artifact_dtypes.items():
+            check_artifact_dtype(what, made_in, dtype_name(dtype))
     if draft.vocab_size != target.vocab_size:
         raise SystemExit(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: the pair must share a tokenizer")
     return target, draft, tokenizer

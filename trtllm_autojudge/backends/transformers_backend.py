@@ -27,10 +27,17 @@ class TransformersLM:
             eos = model.generation_config.eos_token_id if model.generation_config else model.config.eos_token_id
             eos_token_ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
         self.eos_token_ids = tuple(int(e) for e in eos_token_ids)
+        # artefacts merged into the weights -> the dtype they were made in (None: not recorded, float32)
+        self.artifact_dtypes: dict[str, str | None] = {}
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The compute dtype of the weights (logits and hidden states are returned as float32)."""
+        return next(self.model.parameters()).dtype
 
     def session(self) -> "TransformersSession":
         return TransformersSession(self)

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..mining.checkers import load_checker
@@ -71,7 +72,7 @@ def main_eval(argv: list[str]) -> int:
     rows = summarize(runs, points, checker, [q.qid for q in questions])
     meta = {"target": target.name, "draft": draft.name, "tree_parents": list(tree.parents), "questions": len(questions),
             "judge": judge.meta.get("metrics", {}).get("val_roc_auc") if judge else None,
-            "max_new_tokens": args.max_new_tokens}
+            "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype)}
     paths = write_summary(rows, out_dir, meta)
     png = plot_frontier(rows, out_dir / "frontier.png", f"{target.name} <- {draft.name}, {len(questions)} questions")
     print(format_table(rows))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..backends.dtype import dtype_name
 from ..backends.loading import EMBEDDED_TARGETS
 from ..data.answers import final_answer
 from ..data.problem import Problem
@@ -51,8 +52,10 @@ def load_judge(args: argparse.Namespace, target, draft, required: bool) -> Judge
     if not Path(path).is_file():
         raise SystemExit(f"judge file {path} not found")
     try:
+        dtype = getattr(target, "dtype", None)
         return JudgeHead.load(path, draft_hidden=draft.hidden_size, target_hidden=target.hidden_size,
-                              draft_model=draft.name, target_model=target.name)
+                              draft_model=draft.name, target_model=target.name,
+                              dtype=None if dtype is None else dtype_name(dtype))
     except ValueError as e:
         raise SystemExit(str(e)) from None
 

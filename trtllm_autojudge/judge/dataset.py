@@ -6,7 +6,7 @@ File format (format version 1), one safetensors file:
             prompt_index[M] int32    the prompt the row was mined from: the train/validation split unit
             position[M] int32        token position of the mismatch in that prompt's sequence
   metadata  "autojudge_features": JSON with format_version, setup, draft_hidden, target_hidden,
-            draft_model, target_model, task
+            draft_model, target_model, task, dtype (the models' compute dtype; float32 when absent)
 
 The columns of ``features`` are the blocks of ``setup`` in its order, each as wide as the hidden
 size of the model that produced it (see :func:`.head.feature_dim`). A file holding more blocks
@@ -26,6 +26,7 @@ from .tagged_file import load_tagged, save_tagged
 FEATURES_FORMAT_VERSION = 1
 METADATA_KEY = "autojudge_features"
 _META_FIELDS = ("setup", "draft_hidden", "target_hidden", "draft_model", "target_model", "task")
+_OPTIONAL_META = {"dtype": "float32"}  # fields older files lack, with the value they had
 
 
 def block_width(block: str, draft_hidden: int, target_hidden: int) -> int:
@@ -53,6 +54,8 @@ class FeatureSet:
         Hidden sizes of the draft and target models.
     draft_model, target_model, task : str
         Identifiers of the models and the task family the labels were mined with.
+    dtype : str
+        Compute dtype of the models the features were extracted with (``"float32"``, ``"bfloat16"``).
     """
 
     features: np.ndarray  # [M, F] float16
@@ -65,6 +68,7 @@ class FeatureSet:
     draft_model: str
     target_model: str
     task: str
+    dtype: str = "float32"
 
     def __post_init__(self):
         self.draft_hidden, self.target_hidden = int(self.draft_hidden), int(self.target_hidden)
@@ -157,7 +161,7 @@ class FeatureSet:
         return replace(self, features=self.features[:, columns], setup="-".join(wanted))
 
     def metadata(self) -> dict:
-        return {"format_version": FEATURES_FORMAT_VERSION, **{k: getattr(self, k) for k in _META_FIELDS}}
+        return {"format_version": FEATURES_FORMAT_VERSION, **{k: getattr(self, k) for k in (*_META_FIELDS, *_OPTIONAL_META)}}
 
     def save(self, path: str | Path) -> None:
         tensors = {"features": self.features, "labels": self.labels,
@@ -176,6 +180,6 @@ class FeatureSet:
             raise ValueError(f"{path}: features must be float16, found {tensors['features'].dtype}")
         try:
             return cls(tensors["features"], tensors["labels"], tensors["prompt_index"], tensors["position"],
-                       **{k: meta[k] for k in _META_FIELDS})
+                       **{k: meta[k] for k in _META_FIELDS}, **{k: meta.get(k, v) for k, v in _OPTIONAL_META.items()})
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from e

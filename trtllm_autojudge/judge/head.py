@@ -3,7 +3,8 @@
 File format (DESIGN.md section 4), format version 1:
   tensors   coef[F], mean[F], scale[F], intercept[1]  (float32)
   metadata  "autojudge": JSON with format_version, setup ("DT", "DD-DT", ...), draft_hidden,
-            target_hidden, threshold, task, draft_model, target_model, metrics
+            target_hidden, threshold, task, draft_model, target_model, dtype (of the models whose
+            hidden states it was trained on; float32 when absent), metrics
 
 The score of a feature vector x is ``logit = w . x + c`` with the scaler folded in:
 ``w = coef / scale`` and ``c = intercept - sum(coef * mean / scale)``. A node is IMPORTANT
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dtype_record import check_artifact_dtype
 from .tagged_file import load_tagged, save_tagged
 
 FORMAT_VERSION = 1
@@ -91,8 +93,11 @@ class JudgeHead:
         return features.astype(np.float64) @ w.astype(np.float64) + c
 
     def check_models(self, draft_hidden: int | None = None, target_hidden: int | None = None,
-                     draft_model: str | None = None, target_model: str | None = None) -> None:
-        """Refuse a judge trained on other models; the message names what differs."""
+                     draft_model: str | None = None, target_model: str | None = None, dtype: str | None = None) -> None:
+        """Refuse a judge trained on other models (the message names what differs); warn when the
+        models run in another ``dtype`` than the judge's features were computed in."""
+        if dtype is not None:
+            check_artifact_dtype("the judge", self.meta.get("dtype"), dtype)
         problems = []
         if draft_hidden is not None and draft_hidden != self.draft_hidden:
             problems.append(f"draft hidden size {draft_hidden} != judge's {self.draft_hidden}")

@@ -187,7 +187,7 @@ def train_judge(
     head = JudgeHead(
         coef=model.coef_[0], mean=scaler.mean_, scale=scaler.scale_, intercept=float(model.intercept_[0]),
         setup=fs.setup, draft_hidden=fs.draft_hidden, target_hidden=fs.target_hidden, threshold=threshold,
-        meta={"task": fs.task, "draft_model": fs.draft_model, "target_model": fs.target_model,
+        meta={"task": fs.task, "draft_model": fs.draft_model, "target_model": fs.target_model, "dtype": fs.dtype,
               "metrics": report.as_metrics()},
     )
     return head, report

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..backends.dtype import dtype_name
 from ..backends.protocol import LanguageModel
 from ..judge.dataset import FeatureSet
 from ..judge.head import parse_setup
@@ -68,5 +69,7 @@ def extract_features(target: LanguageModel, draft: LanguageModel, records: list[
     x = np.concatenate(feats)
     if np.abs(x).max() > np.finfo(np.float16).max:
         raise ValueError("hidden states exceed the float16 range of the feature file; report the models used")
+    dtype = getattr(target, "dtype", None)
     return FeatureSet(x, np.asarray(labels), np.asarray(prompt_index), np.asarray(position), setup,
-                      draft.hidden_size, target.hidden_size, getattr(draft, "name", ""), getattr(target, "name", ""), task)
+                      draft.hidden_size, target.hidden_size, getattr(draft, "name", ""), getattr(target, "name", ""), task,
+                      dtype_name(dtype) if dtype is not None else "float32")
