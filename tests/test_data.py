@@ -117,7 +117,7 @@ def test_jsonl_round_trip(tmp_path):
     ('["a list"]', "expected a JSON object"),
     ('{"answer": "#### 3"}', "'question' must be a non-empty string"),
     ('{"question": "Q?"}', "'answer' must be"),
-    ('{"question": "Q?", "answer": "no final answer"}', "no '#### N' line"),
+    ('{"question": "Q?", "answer": "no final answer"}', "no gold answer"),
 ])
 def test_jsonl_errors_name_the_line(tmp_path, bad_line, message):
     good = json.dumps({"question": "Q?", "answer": "#### 1"})

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -12,9 +12,15 @@ from .prompt import training_ids
 Example = tuple[list[int], int]  # (prompt + response + end-of-turn token ids, number of prompt tokens)
 
 
-def make_batches(tokenizer, problems: Sequence[Problem], batch: int, seed: int) -> list[list[Example]]:
-    """Encode ``problems`` and group them into batches of similar length, in a seeded random order."""
-    examples = [training_ids(tokenizer, p.question, p.answer) for p in problems]
+def make_batches(tokenizer, problems: Sequence[Problem], batch: int, seed: int,
+                 encode: Callable[[object, Problem], Example] | None = None) -> list[list[Example]]:
+    """Encode ``problems`` and group them into batches of similar length, in a seeded random order.
+
+    ``encode(tokenizer, problem)`` gives one example (default: the worded task's :func:`.prompt.training_ids`;
+    a task's own is ``task.training_ids``).
+    """
+    encode = encode or (lambda tok, p: training_ids(tok, p.question, p.answer))
+    examples = [encode(tokenizer, p) for p in problems]
     rng = random.Random(seed)
     rng.shuffle(examples)
     window = batch * 16  # sort within windows: little padding, templates still mixed

@@ -6,7 +6,7 @@ from random import Random
 
 from .problem import Problem
 from .split import split_templates
-from .templates import BROKEN_TEMPLATES, DEFAULT_MAX_DRAWS, load_replacements, load_templates
+from .templates import BROKEN_TEMPLATES, DEFAULT_MAX_DRAWS, Instance, load_replacements, load_templates
 
 log = logging.getLogger(__name__)
 
@@ -24,27 +24,34 @@ def variant_problems(split: str, per_template: int, seed: int = 0, max_draws: in
     whose conditions reject ``max_draws`` draws in a row yields fewer instances (logged). The
     original question itself is never returned as a variant.
     """
+    return [i.problem for i in variant_instances(split, per_template, seed, max_draws)]
+
+
+def variant_instances(split: str, per_template: int, seed: int = 0, max_draws: int = DEFAULT_MAX_DRAWS,
+                      skip: dict[int, str] | None = None) -> list[Instance]:
+    """:func:`variant_problems` with each variant's draw; templates in ``skip`` (id: reason) are left out too."""
     if per_template < 0:
         raise ValueError(f"per_template must be >= 0, got {per_template}")
     templates, replacements = load_templates(), load_replacements()
-    problems = []
+    instances = []
     for tid in split_templates(split):
-        if tid in BROKEN_TEMPLATES:
-            log.info("template %04d: no variants (%s)", tid, BROKEN_TEMPLATES[tid])
+        reason = BROKEN_TEMPLATES.get(tid) or (skip or {}).get(tid)
+        if reason:
+            log.info("template %04d: no variants (%s)", tid, reason)
             continue
         template, rng = templates[tid], Random(seed * 1000 + tid)
         seen = {template.question}
         for _ in range(per_template * 4):  # duplicates are redrawn, a bounded number of times
             if len(seen) > per_template:
                 break
-            problem = template.variant(rng, replacements, max_draws)
-            if problem is None:
+            drawn = template.instance(rng, replacements, max_draws)
+            if drawn is None:
                 log.warning("template %04d: %d draws failed its conditions; stopping at %d variants",
                             tid, max_draws, len(seen) - 1)
                 break
-            if problem.question not in seen:
-                seen.add(problem.question)
-                problems.append(problem)
+            if drawn.problem.question not in seen:
+                seen.add(drawn.problem.question)
+                instances.append(drawn)
         if len(seen) - 1 < per_template:
             log.warning("template %04d: only %d of %d variants", tid, len(seen) - 1, per_template)
-    return problems
+    return instances

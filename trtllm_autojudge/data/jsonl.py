@@ -1,7 +1,8 @@
 """Problems as JSON Lines: one ``{"question": ..., "answer": ...}`` object per line.
 
-``answer`` is a worked solution ending in ``#### N`` (GSM8K) or just the final answer (a number).
-Optional keys ``template_id`` and ``source`` are kept; others are ignored. Blank lines are skipped.
+``answer`` is a worked solution ending in ``#### N`` (GSM8K), just the final answer (a number), or
+any response (a program) when the record also has ``gold``, the final answer. Optional keys
+``template_id`` and ``source`` are kept; others are ignored. Blank lines are skipped.
 """
 from __future__ import annotations
 
@@ -23,11 +24,15 @@ def _problem(record, where: str) -> Problem:
         answer = str(answer)
     if not isinstance(answer, str) or not answer.strip():
         raise ValueError(f"{where}: 'answer' must be a worked solution ending in '#### N' or a number")
-    gold = strict_answer(answer)
+    gold = record.get("gold")
+    if gold is None:
+        gold = strict_answer(answer)
+        gold = gold if gold is not None else normalize_answer(answer)
     try:
-        gold = canonical_number(gold if gold is not None else normalize_answer(answer))
+        gold = canonical_number(gold)
     except ValueError:
-        raise ValueError(f"{where}: 'answer' has no '#### N' line and is not a number: {answer[-60:]!r}") from None
+        raise ValueError(f"{where}: no gold answer: give 'gold', or an 'answer' that ends in '#### N' or is a number "
+                         f"(got {answer[-60:]!r})") from None
     template_id = record.get("template_id")
     if template_id is not None and not isinstance(template_id, int):
         raise ValueError(f"{where}: 'template_id' must be an integer or null")

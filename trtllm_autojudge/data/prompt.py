@@ -1,9 +1,10 @@
-"""The one prompt format of the embedded models: the tokenizer's chat template (SmolLM2-Instruct's
-ChatML), a system message with the instruction, the question as the user turn.
+"""The prompt format of the embedded models: the tokenizer's chat template (SmolLM2-Instruct's
+ChatML), a system message with the task's instruction, the question as the user turn.
 
-The expected response is a GSM8K worked solution without calculator annotations (``<<48/2=24>>``
-removed: 25% fewer tokens, same text otherwise) ending in ``#### N``, then the end-of-turn token.
-The tuned target is trained on exactly this (:func:`training_ids`).
+Each task has its own system message (``system=``); the default is the worded task's
+(``gsm8k-cot``), whose expected response is a GSM8K worked solution without calculator annotations
+(``<<48/2=24>>`` removed: 25% fewer tokens, same text otherwise) ending in ``#### N``, then the
+end-of-turn token. The tuned target is trained on exactly this (:func:`training_ids`).
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ SYSTEM_PROMPT = "Solve the math word problem step by step. Finish with a line '#
 _CALCULATOR_RE = re.compile(r"<<[^>]*>>")
 
 
-def prompt_messages(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question.strip()}]
+def prompt_messages(question: str, system: str = SYSTEM_PROMPT) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": question.strip()}]
 
 
 def _chat(tokenizer, messages, add_generation_prompt: bool) -> str:
@@ -24,14 +25,14 @@ def _chat(tokenizer, messages, add_generation_prompt: bool) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
 
 
-def prompt_text(tokenizer, question: str) -> str:
+def prompt_text(tokenizer, question: str, system: str = SYSTEM_PROMPT) -> str:
     """The prompt as text, ending with the assistant turn's header."""
-    return _chat(tokenizer, prompt_messages(question), add_generation_prompt=True)
+    return _chat(tokenizer, prompt_messages(question, system), add_generation_prompt=True)
 
 
-def prompt_ids(tokenizer, question: str) -> list[int]:
+def prompt_ids(tokenizer, question: str, system: str = SYSTEM_PROMPT) -> list[int]:
     """Token ids of the prompt for ``question`` (what generation starts from)."""
-    return tokenizer(prompt_text(tokenizer, question), add_special_tokens=False).input_ids
+    return tokenizer(prompt_text(tokenizer, question, system), add_special_tokens=False).input_ids
 
 
 def response_text(answer: str) -> str:
@@ -40,9 +41,14 @@ def response_text(answer: str) -> str:
 
 
 def training_ids(tokenizer, question: str, answer: str) -> tuple[list[int], int]:
-    """Prompt + response + end-of-turn, as token ids, and the number of prompt tokens."""
-    prompt = prompt_ids(tokenizer, question)
-    full = _chat(tokenizer, prompt_messages(question) + [{"role": "assistant", "content": response_text(answer)}], False)
+    """Prompt + worked response (:func:`response_text`) + end-of-turn, as token ids, and the number of prompt tokens."""
+    return chat_training_ids(tokenizer, question, response_text(answer), SYSTEM_PROMPT)
+
+
+def chat_training_ids(tokenizer, question: str, response: str, system: str) -> tuple[list[int], int]:
+    """Prompt (with ``system``) + ``response`` + end-of-turn, as token ids, and the number of prompt tokens."""
+    prompt = prompt_ids(tokenizer, question, system)
+    full = _chat(tokenizer, prompt_messages(question, system) + [{"role": "assistant", "content": response}], False)
     # ChatML closes the turn with "<|im_end|>\n": the model learns up to the end-of-turn token.
     ids = tokenizer(full.rstrip("\n"), add_special_tokens=False).input_ids
     if ids[: len(prompt)] != prompt:

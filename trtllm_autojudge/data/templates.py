@@ -137,6 +137,11 @@ class Template:
         A draw fails when a condition rejects it, or when the worked solution's ``#### N`` differs
         from the ``#answer:`` value (template 0062 truncates 28.999... with ``int()`` in its solution).
         """
+        drawn = self.instance(rng, replacements, max_draws)
+        return None if drawn is None else drawn.problem
+
+    def instance(self, rng: Random, replacements: dict, max_draws: int = DEFAULT_MAX_DRAWS) -> "Instance | None":
+        """:meth:`variant` with the draw it was rendered from (what :mod:`.programs` needs)."""
         if self.id in BROKEN_TEMPLATES:
             raise TemplateError(f"template {self.id:04d} cannot make variants: {BROKEN_TEMPLATES[self.id]}")
         where = f"template {self.id:04d}"
@@ -152,8 +157,17 @@ class Template:
                 log.debug("%s: draw rejected, #answer gives %s but the solution ends in %s", where, gold, strict_answer(solution))
                 continue
             question = _SLOT_RE.sub(lambda m: display(shown[m.group(1)]) if m.group(1) in shown else m.group(0), self.question_slots)
-            return Problem(_capitalize(question), _capitalize(solution), gold, self.id, "variant")
+            return Instance(Problem(_capitalize(question), _capitalize(solution), gold, self.id, "variant"), shown, env)
         return None
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One rendered variant and its draw."""
+
+    problem: Problem
+    shown: dict[str, Any]  # #init variable -> the value as drawn (what the question displays)
+    env: dict[str, Any]  # #init variable -> the value template expressions see (numbers, helpers, word lists)
 
 
 @lru_cache(maxsize=1)
