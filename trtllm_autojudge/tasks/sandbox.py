@@ -99,9 +99,3 @@ class Sandbox:
     def close(self) -> None:
         """Stop the worker (it is restarted by the next run)."""
         self._close_proc()
-
-    def __getstate__(self):  # a copy in another process starts its own worker
-        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb}
-
-    def __setstate__(self, state):
-        self.__init__(**state)
