@@ -1,12 +1,14 @@
-"""Reproduce the shipped GSM8K judge of the embedded pair: mine -> features -> train -> install.
+"""Reproduce a task's shipped judge of the embedded pair: mine -> features -> train -> install.
 
     python build_scripts/make_judge.py --work out/judge --variants-per-template 2 --max-new-tokens 200 \
-        --ranks 2 --batch-size 6 --max-minutes 85        # the shipped judge (docs/results.md)
+        --ranks 2 --batch-size 6 --max-minutes 85        # the shipped gsm8k-cot judge (docs/results.md)
 
 Every stage resumes: mining appends to WORK/labels.jsonl (rerun to continue), features and
 training are recomputed from it. Mining uses the TRAINING templates only. The judge is trained for
 each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
-first one is installed as trtllm_autojudge/assets/judge_gsm8k.safetensors unless --no-install.
+first one is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
+gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install. --target/--draft pass to
+`mine` and `features` (default: the embedded pair).
 """
 from __future__ import annotations
 
@@ -23,12 +25,12 @@ sys.path.insert(0, str(REPO))
 
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
-
-INSTALLED = REPO / "trtllm_autojudge" / "assets" / "judge_gsm8k.safetensors"
+from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 
 def mine(args) -> None:
-    verb = ["mine", "--out", str(args.work / "labels.jsonl"), "--split", "train", "--no-originals",
+    verb = ["mine", "--task", args.task, *models(args), "--out", str(args.work / "labels.jsonl"), "--split", "train",
+            "--no-originals",
             "--variants-per-template", str(args.variants_per_template), "--max-new-tokens", str(args.max_new_tokens),
             "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
     if args.max_minutes is not None:
@@ -44,6 +46,10 @@ def mine(args) -> None:
         raise SystemExit("mining failed")
 
 
+def models(args) -> list[str]:
+    return ["--target", args.target, "--draft", args.draft]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", type=Path, default=Path("out/judge"))
@@ -57,11 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--val-fraction", type=float, default=0.2,
                    help="fraction of prompts held out for the C grid and the threshold (default 0.2)")
     p.add_argument("--no-install", action="store_true")
+    p.add_argument("--target", default="tuned", help="target for mine/features (default: the embedded tuned target)")
+    p.add_argument("--draft", default="embedded", help="draft for mine/features (default: the embedded draft)")
+    add_task_args(p)
     args = p.parse_args(argv)
+    task = task_from_args(args)
+    installed = task.shipped_judge_path()
+    if installed is None and not args.no_install:
+        raise SystemExit(f"task {task.name} has no shipped judge to install: pass --no-install")
     args.work.mkdir(parents=True, exist_ok=True)
     mine(args)
     features = args.work / "features.safetensors"
-    if cli(["features", "--labels", str(args.work / "labels.jsonl"), "--out", str(features)]) != 0:
+    if cli(["features", "--task", args.task, *models(args), "--labels", str(args.work / "labels.jsonl"),
+            "--out", str(features)]) != 0:
         raise SystemExit("feature extraction failed")
     summary = {}
     for setup in args.setups.split(","):
@@ -76,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{setup:<8} validation ROC-AUC {m.get('val_roc_auc', float('nan')):.3f}  threshold {m['threshold']:.3g}")
     if not args.no_install:
         first = args.setups.split(",")[0]
-        shutil.copyfile(args.work / f"judge_{first}.safetensors", INSTALLED)
-        print(f"installed {first} judge as {INSTALLED.relative_to(REPO)}")
+        shutil.copyfile(args.work / f"judge_{first}.safetensors", installed)
+        print(f"installed {first} judge as {installed.relative_to(REPO)}")
     return 0
 
 

@@ -23,8 +23,8 @@ from trtllm_autojudge.backends.lora import attach_lora, merge_adapter, save_adap
 from trtllm_autojudge.data import original_problems, prompt_ids, training_ids, variant_problems
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
-from trtllm_autojudge.evaluation.common import SHIPPED_JUDGE
 from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.tasks import Gsm8kCotTask
 
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory):
@@ -183,6 +183,7 @@ def test_shipped_judge_belongs_to_the_shipped_pair(tuned):
     """The judge file loads against this exact pair (names and hidden sizes), and records its metrics."""
     target, _ = tuned
     draft, _ = load_draft(target)
+    SHIPPED_JUDGE = Gsm8kCotTask().shipped_judge_path()
     assert SHIPPED_JUDGE.is_file() and SHIPPED_JUDGE.stat().st_size < 1e6
     judge = JudgeHead.load(SHIPPED_JUDGE, draft_hidden=draft.hidden_size, target_hidden=target.hidden_size,
                            draft_model=draft.name, target_model=target.name)

@@ -19,6 +19,7 @@ from trtllm_autojudge.judge.frontier import choose_threshold, sweep_thresholds
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.store import unimportant_map
+from trtllm_autojudge.tasks import Gsm8kCotTask
 
 K, MAX_NEW = 4, 16
 
@@ -113,13 +114,15 @@ def test_auto_thresholds_follow_the_judge_frontier():
 
 
 def test_missing_shipped_judge_is_optional_unless_required(tmp_path, monkeypatch):
-    monkeypatch.setattr(common, "SHIPPED_JUDGE", tmp_path / "judge_gsm8k.safetensors")
+    task = Gsm8kCotTask()
+    monkeypatch.setattr(task, "shipped_judge_path", lambda: tmp_path / "judge_gsm8k.safetensors")
     args = argparse.Namespace(judge=None, target="tuned", draft="embedded")
-    assert common.load_judge(args, None, None, required=False) is None  # baselines-only eval runs without one
-    with pytest.raises(SystemExit, match="no judge is shipped for the embedded pair .*make_judge.py"):
-        common.load_judge(args, None, None, required=True)
+    assert common.load_judge(args, None, None, required=False, task=task) is None  # baselines-only eval runs without one
+    with pytest.raises(SystemExit, match="no judge is shipped for the embedded pair on task gsm8k-cot .*make_judge.py"):
+        common.load_judge(args, None, None, required=True, task=task)
     with pytest.raises(SystemExit, match="needs a judge file for your models"):
-        common.load_judge(argparse.Namespace(judge=None, target="my/target", draft="my/draft"), None, None, required=True)
+        common.load_judge(argparse.Namespace(judge=None, target="my/target", draft="my/draft"), None, None, required=True,
+                          task=task)
     with pytest.raises(SystemExit, match="judge file .*absent.safetensors not found"):
         common.load_judge(argparse.Namespace(judge=str(tmp_path / "absent.safetensors"), target="tuned",
-                                             draft="embedded"), None, None, required=False)
+                                             draft="embedded"), None, None, required=False, task=task)

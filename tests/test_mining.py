@@ -1,4 +1,4 @@
-"""Label mining: labels known by construction, plain == fast, resume, MPI shards, checkers."""
+"""Label mining: labels known by construction, plain == fast, resume, MPI shards (checkers: test_tasks.py)."""
 import json
 import os
 import subprocess
@@ -7,13 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
 from mpi_launch import mpirun
 from positional_lm import PositionalLM
 from tiny_models import VOCAB, tiny_pair
-from trtllm_autojudge.mining.checkers import CodeChecker, GSM8KChecker, load_checker
 from trtllm_autojudge.mining.batched import BatchedLabelMiner
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.run import mine_prompts
@@ -129,43 +126,6 @@ def test_two_mpi_ranks_equal_one(tmp_path):
     assert len(a) == 6 and [json.loads(x)["labels"] for x in a] == [json.loads(x)["labels"] for x in b]
     assert [json.loads(x)["id"] for x in b] == [f"p{i}" for i in range(6)]  # merged in prompt order
     assert (tmp_path / "two.jsonl.rank1-of-2").exists()
-
-
-# ---- checkers ----
-
-@given(st.text(max_size=40), st.text(max_size=40))
-def test_gsm8k_final_answer_cannot_change(prefix, suffix):
-    checker = GSM8KChecker()
-    text = prefix + "#### 1,234\n"
-    assert checker.is_final(text)
-    assert checker.answer(text + suffix) == checker.answer(text)
-
-
-def test_gsm8k_is_final_waits_for_the_whole_number():
-    checker = GSM8KChecker()
-    assert not checker.is_final("so #### 12")
-    assert not checker.is_final("so #### 12.")
-    assert checker.is_final("so #### 12\n")
-    assert checker.same(None, None) and not checker.same("3", None) and checker.same("3.0", "3")
-
-
-def test_code_checker_sandbox():
-    checker = CodeChecker(timeout_s=2)
-    tests = "assert add(2, 3) == 5"
-    assert checker.answer("```python\ndef add(a, b):\n    return a + b\n```", {"tests": tests}) == "pass"
-    assert checker.answer("```python\ndef add(a, b):\n    return a - b\n```", {"tests": tests}) == "fail"
-    assert checker.answer("def add(a, b):\n    while True: pass", {"tests": tests}) == "fail"  # killed on timeout
-    net = "import socket\ndef add(a, b):\n    socket.create_connection(('127.0.0.1', 9))\n    return a + b"
-    assert checker.answer(net, {"tests": tests}) == "fail"
-    with pytest.raises(ValueError, match="tests"):
-        checker.answer("x", {})
-
-
-def test_load_checker_by_name_and_path():
-    assert load_checker("gsm8k").name == "gsm8k"
-    assert load_checker("trtllm_autojudge.mining.checkers:ExactMatchChecker").name == "exact"
-    with pytest.raises(ValueError, match="unknown checker"):
-        load_checker("nope")
 
 
 def test_batched_mining_equals_plain_algorithm_in_float64():

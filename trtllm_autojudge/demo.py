@@ -1,7 +1,9 @@
 """`trtllm-autojudge demo`: lossless vs AutoJudge vs top-K on the embedded pair.
 
-The shipped tuned SmolLM2-135M target, its shipped draft and the shipped GSM8K judge, on held-out
-(evaluation-template) GSM8K questions only. Prints a short table and writes the frontier plot.
+By default the shipped tuned SmolLM2-135M target, its shipped draft and the task's shipped judge,
+on held-out (evaluation-template) GSM8K questions only. Prints a short table and writes the
+frontier plot. ``--task gsm8k-program`` with ``--target``/``--draft``/``--judge`` runs the
+program task on the models you give.
 """
 from __future__ import annotations
 
@@ -10,16 +12,15 @@ import shutil
 import time
 from pathlib import Path
 
-from .backends.dtype import CHOICES, dtype_name
-from .backends.loading import load_pair
-from .data.gsm8k import original_problems
-from .evaluation.common import SHIPPED_JUDGE, judge_thresholds, load_judge, questions_from
+from .backends.dtype import dtype_name
+from .backends.loading import add_model_args, load_pair
+from .decoding.tree import DraftTree
+from .evaluation.common import judge_thresholds, load_judge, questions_from
 from .evaluation.methods import OperatingPoint
 from .evaluation.plot import plot_frontier
 from .evaluation.runner import format_table, run_points, summarize, write_summary
-from .decoding.tree import DraftTree
 from .judge.frontier import DEFAULT_MAX_IMPORTANT_ACCEPT
-from .mining.checkers import GSM8KChecker
+from .tasks import add_task_args, task_from_args
 
 
 def main(argv: list[str]) -> int:
@@ -30,42 +31,40 @@ def main(argv: list[str]) -> int:
     p.add_argument("--thresholds", default=None,
                    help="AutoJudge thresholds, comma-separated (default: the judge's own, and the one whose "
                         "validation important-accept rate is at most 5%%)")
+    p.add_argument("--judge", default=None, help="judge file (default: the task's shipped judge for the embedded pair)")
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--out-dir", default="out/demo")
     p.add_argument("--resume", action="store_true", help="keep earlier runs in OUT_DIR instead of starting fresh")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--dtype", default="auto", choices=CHOICES,
-                   help="compute dtype (default auto: bfloat16 where the CPU computes it natively, else float32)")
+    add_task_args(p)
+    add_model_args(p)
     args = p.parse_args(argv)
     if args.questions < 1:
         raise SystemExit("--questions must be >= 1")
+    task = task_from_args(args)
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not args.resume:
         shutil.rmtree(out_dir)
     t0 = time.perf_counter()
-    models = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=args.threads, dtype=args.dtype,
-                                judge=None)
-    print("loading the embedded pair (the first run converts SmolLM2-135M from its GGUF, ~20 s) ...", flush=True)
-    target, draft, tokenizer = load_pair(models)
-    judge = load_judge(models, target, draft, required=False)  # the shipped judge, None when it is missing
+    print("loading the pair (the first run converts SmolLM2-135M from its GGUF, ~20 s) ...", flush=True)
+    target, draft, tokenizer = load_pair(args)
+    judge = load_judge(args, target, draft, required=False, task=task)  # None when the task ships none
     if judge is None:
-        print(f"no shipped judge ({SHIPPED_JUDGE.name} is missing): showing lossless and top-K only; "
-              "make one with `python build_scripts/make_judge.py`", flush=True)
-    problems = original_problems("eval")[: args.questions]
-    questions = questions_from(problems, tokenizer)
+        print(f"no judge for task {task.name} (none shipped, no --judge): showing lossless and top-K only; "
+              f"make one with `python build_scripts/make_judge.py --task {task.name}`", flush=True)
+    problems = task.problems("eval", originals=True, variants_per_template=0, seed=0)[: args.questions]
+    questions = questions_from(problems, tokenizer, task)
     thresholds = judge_thresholds(args.thresholds or "auto", judge, harm_caps=(DEFAULT_MAX_IMPORTANT_ACCEPT, 0.05))
     points = [OperatingPoint("judge", (t,)) for t in thresholds] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
-    checker = GSM8KChecker()
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")
-    print(f"{target.name} <- {draft.name} ({dtype_name(target.dtype)}); judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
+    print(f"{target.name} <- {draft.name} ({dtype_name(target.dtype)}); task {task.name}; judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
           f"{len(questions)} held-out GSM8K questions", flush=True)
-    runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), checker, out_dir, judge,
+    runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), task.checker, out_dir, judge,
                       max_new_tokens=args.max_new_tokens)
-    rows = summarize(runs, points, checker, [q.qid for q in questions])
-    write_summary(rows, out_dir, {"target": target.name, "draft": draft.name, "k": args.k, "questions": len(questions),
-                                  "dtype": dtype_name(target.dtype)})
-    png = plot_frontier(rows, out_dir / "frontier.png", f"demo: {len(questions)} held-out GSM8K questions, K = {args.k}")
+    rows = summarize(runs, points, task.checker, [q.qid for q in questions])
+    write_summary(rows, out_dir, {"task": task.name, "target": target.name, "draft": draft.name, "k": args.k,
+                                  "questions": len(questions), "dtype": dtype_name(target.dtype)})
+    png = plot_frontier(rows, out_dir / "frontier.png", f"demo ({task.name}): {len(questions)} held-out GSM8K questions, K = {args.k}")
     print()
     print(format_table(rows))
     lossless = rows[0]

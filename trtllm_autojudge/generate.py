@@ -4,26 +4,32 @@ from __future__ import annotations
 import argparse
 
 from .backends.loading import add_model_args, load_pair
-from .data.prompt import prompt_ids
+from .decoding.speculative import speculative_generate
 from .evaluation.common import add_decoding_args, draft_tree, load_judge
 from .evaluation.methods import OperatingPoint
-from .decoding.speculative import speculative_generate
+from .tasks import add_task_args, task_from_args
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="trtllm-autojudge generate", description=__doc__)
     p.add_argument("question", help="the question (GSM8K style for the embedded pair)")
+    add_task_args(p)
     p.add_argument("--mode", default="judge", help="lossless, judge[@T], topk@K, typical@E,A or mtp@K,D")
     p.add_argument("--cycles", action="store_true", help="print a line per verification cycle")
     add_model_args(p)
     add_decoding_args(p)
     args = p.parse_args(argv)
     point = OperatingPoint.parse(args.mode)
+    task = task_from_args(args)
     target, draft, tokenizer = load_pair(args)
-    judge = load_judge(args, target, draft, required=point.method == "judge")
-    out = speculative_generate(target, draft, prompt_ids(tokenizer, args.question), tree=draft_tree(args),
+    judge = load_judge(args, target, draft, required=point.method == "judge", task=task)
+    out = speculative_generate(target, draft, task.prompt_ids(tokenizer, args.question), tree=draft_tree(args),
                                rule=point.rule(judge), max_new_tokens=args.max_new_tokens, tokenizer=tokenizer)
     print(out.text)
+    try:
+        print(f"\n[{task.name}] answer: {task.checker.answer(out.text, {'question': args.question})}")
+    except ValueError as e:  # e.g. the code task needs unit tests
+        print(f"\n[{task.name}] answer not checked: {e}")
     if args.cycles:
         for i, c in enumerate(out.cycles):
             print(f"cycle {i:3d}: accepted {c.accepted:2d} (judged {c.judged}) of {c.draft_nodes}")

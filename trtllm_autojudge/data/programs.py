@@ -30,7 +30,6 @@ Templates that cannot be converted are in :data:`BROKEN_PROGRAM_TEMPLATES` with 
 from __future__ import annotations
 
 import ast
-import logging
 import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -42,12 +41,10 @@ from .answers import canonical_number
 from .gsm8k import variant_instances
 from .problem import Problem
 from .prompt import chat_training_ids
-from .templates import _EXPR_RE, _SLOT_RE, BROKEN_TEMPLATES, Instance, Template, display, load_replacements, load_templates
+from .templates import BROKEN_TEMPLATES, EXPR_RE, SLOT_RE, Instance, Template, display, load_replacements, load_templates
 
-log = logging.getLogger(__name__)
-
-# Templates whose programs cannot be generated (found by `convert_template` on every template; the
-# test checks the list is exactly that). Their plain variants and original questions still exist.
+# Templates with variants whose programs cannot be generated, with the reason (none: tests/test_programs.py
+# converts every other template). Their worded variants and original questions still exist.
 BROKEN_PROGRAM_TEMPLATES: dict[int, str] = {}
 
 PROGRAM_SYSTEM_PROMPT = ("Solve the math word problem with a short Python program: assign the question's numbers "
@@ -140,7 +137,7 @@ def _names(node: ast.expr) -> set[str]:
 def convert_template(template: Template, sample: Instance) -> ProgramTemplate:
     """The program template of ``template``; ``sample`` (one of its draws) tells single values from lists."""
     where = f"template {template.id:04d}"
-    numeric = {n for names, _, _ in template.init for n in names  # what a program can assign: numbers and words
+    scalars = {n for names, _, _ in template.init for n in names  # what a program can assign: numbers and words
                if isinstance(sample.env.get(n), (int, float, Fraction, str)) and not isinstance(sample.env.get(n), bool)}
     variables = {n for names, _, _ in template.init for n in names}
     if any(re.fullmatch(rf"{STEP_PREFIX}\d+|{ANSWER_NAME}", v) for v in variables):
@@ -157,7 +154,7 @@ def convert_template(template: Template, sample: Instance) -> ProgramTemplate:
             break
         text = _CALCULATOR_RE.sub("", line)
         comment, assignments, at = [], [], 0
-        for match in _EXPR_RE.finditer(text):
+        for match in EXPR_RE.finditer(text):
             comment.append(("text", text[at:match.start()]))
             at = match.end()
             node = _unwrap_display(_parse(match.group(1)))
@@ -168,12 +165,12 @@ def convert_template(template: Template, sample: Instance) -> ProgramTemplate:
             else:
                 key = ast.dump(node)
                 if key not in known:
-                    bad = _names(node) - numeric - set(PROGRAM_FUNCTIONS) - set(_HELPER_REWRITES)
+                    bad = _names(node) - scalars - set(PROGRAM_FUNCTIONS) - set(_HELPER_REWRITES)
                     if bad:
                         raise ProgramError(f"{where}: {{{match.group(1)}}} computes with {sorted(bad)}, which are neither numbers nor words")
                     name = f"{STEP_PREFIX}{len(known) + 1}"
                     expr = ast.unparse(_Namer(known).visit(node))
-                    used.update(_names(node) & numeric)
+                    used.update(_names(node) & scalars)
                     known[key] = name
                     assignments.append((name, expr))
                 comment.append(("name", known[key]))
@@ -182,12 +179,12 @@ def convert_template(template: Template, sample: Instance) -> ProgramTemplate:
         steps.append(Step(tuple(comment), tuple(assignments)))
     if final_expr is None:
         raise ProgramError(f"{where}: the worked solution has no '#### {{expr}}' line")
-    steps = _answer_step(steps, final_expr, known, numeric, where)
-    used.update(_names(_parse(final_expr)) & numeric)
+    steps = _answer_step(steps, final_expr, known, scalars, where)
+    used.update(_names(_parse(final_expr)) & scalars)
     return ProgramTemplate(template.id, _question_order(template, used, where), tuple(steps))
 
 
-def _answer_step(steps: list[Step], final_expr: str, known: dict[str, str], numeric: set[str], where: str) -> list[Step]:
+def _answer_step(steps: list[Step], final_expr: str, known: dict[str, str], scalars: set[str], where: str) -> list[Step]:
     node = _unwrap_display(_parse(final_expr))
     last = next((s for s in reversed(steps) if s.assignments), None)
     name = known.get(ast.dump(node))
@@ -195,7 +192,7 @@ def _answer_step(steps: list[Step], final_expr: str, known: dict[str, str], nume
         renamed = lambda s: replace(s, comment=tuple((k, ANSWER_NAME if k == "name" and v == name else v) for k, v in s.comment),  # noqa: E731
                                     assignments=tuple((ANSWER_NAME if n == name else n, e) for n, e in s.assignments))
         return [renamed(s) for s in steps[:steps.index(last) + 1]]  # later lines only restate the answer
-    bad = _names(node) - numeric - set(PROGRAM_FUNCTIONS) - set(_HELPER_REWRITES)
+    bad = _names(node) - scalars - set(PROGRAM_FUNCTIONS) - set(_HELPER_REWRITES)
     if bad:
         raise ProgramError(f"{where}: the '####' expression computes with {sorted(bad)}, which are neither numbers nor words")
     return steps + [Step((), ((ANSWER_NAME, ast.unparse(_Namer(known).visit(node))),))]
@@ -204,7 +201,7 @@ def _answer_step(steps: list[Step], final_expr: str, known: dict[str, str], nume
 def _question_order(template: Template, used: set[str], where: str) -> tuple[str, ...]:
     """The used inputs ordered by where the question first shows them (or the word drawn with them)."""
     first = {}
-    for m in _SLOT_RE.finditer(template.question_slots):
+    for m in SLOT_RE.finditer(template.question_slots):
         first.setdefault(m.group(1), m.start())
     position = {}
     for names, _, line in template.init:

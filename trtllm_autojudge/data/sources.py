@@ -1,17 +1,15 @@
-"""Problems from command-line arguments: a user JSONL file or the embedded GSM8K split."""
+"""Problems from command-line arguments: a user JSONL file or the task's embedded template split."""
 from __future__ import annotations
 
 import argparse
 
-from .gsm8k import original_problems, variant_problems
-from .jsonl import load_jsonl
 from .problem import Problem
 
 
 def add_problem_args(parser: argparse.ArgumentParser, split: str, variants: int) -> None:
     g = parser.add_argument_group("questions")
     g.add_argument("--questions", default=None, help="a JSONL file of {\"question\", \"answer\"} records (your own data)")
-    g.add_argument("--split", default=split, choices=("train", "eval"), help=f"embedded GSM8K template split (default {split})")
+    g.add_argument("--split", default=split, choices=("train", "eval"), help=f"embedded GSM-Symbolic template split (default {split})")
     g.add_argument("--originals", action=argparse.BooleanOptionalAction, default=split == "eval",
                    help="include the split's original GSM8K test questions")
     g.add_argument("--variants-per-template", type=int, default=variants,
@@ -20,13 +18,15 @@ def add_problem_args(parser: argparse.ArgumentParser, split: str, variants: int)
     g.add_argument("--limit", type=int, default=None, help="use only the first N questions")
 
 
-def load_problems(args: argparse.Namespace) -> list[Problem]:
+def load_problems(args: argparse.Namespace, task) -> list[Problem]:
+    """The problems the arguments of :func:`add_problem_args` select, from ``task`` (a :class:`~trtllm_autojudge.tasks.Task`)."""
     if args.questions:
-        problems = load_jsonl(args.questions)
+        try:
+            problems = task.load_jsonl(args.questions)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
     else:
-        problems = original_problems(args.split) if args.originals else []
-        if args.variants_per_template:
-            problems += variant_problems(args.split, args.variants_per_template, seed=args.seed)
+        problems = task.problems(args.split, args.originals, args.variants_per_template, args.seed)
     if args.limit is not None:
         problems = problems[: args.limit]
     if not problems:

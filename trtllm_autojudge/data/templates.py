@@ -36,8 +36,8 @@ BROKEN_TEMPLATES = {
 }
 DEFAULT_MAX_DRAWS = 20_000  # rejection-sampling draws per requested variant, at most
 
-_SLOT_RE = re.compile(r"\{(\w+),\s*([^}]+)\}")
-_EXPR_RE = re.compile(r"\{([^}]+)\}")
+SLOT_RE = re.compile(r"\{(\w+),\s*([^}]+)\}")
+EXPR_RE = re.compile(r"\{([^}]+)\}")
 _SENTENCE_RE = re.compile(r"([.!?]+\s+)([a-z])")
 
 
@@ -105,7 +105,7 @@ class Template:
             question_slots=head.strip().splitlines()[0].strip(), init=init, conditions=conditions,
             answer_expr=None if tid in BROKEN_TEMPLATES else compile_expression(answer_src.strip(), f"{where} #answer"),
             solution=solution,
-            solution_exprs={e: compile_expression(e, f"{where} answer_annotated {{{e}}}") for e in set(_EXPR_RE.findall(solution))},
+            solution_exprs={e: compile_expression(e, f"{where} answer_annotated {{{e}}}") for e in set(EXPR_RE.findall(solution))},
         )
 
     def original(self) -> Problem:
@@ -150,13 +150,13 @@ class Template:
             if drawn is None:
                 continue
             shown, env = drawn
-            solution = _EXPR_RE.sub(lambda m: display(evaluate(self.solution_exprs[m.group(1)], env, f"{where} {m.group(0)}")),
+            solution = EXPR_RE.sub(lambda m: display(evaluate(self.solution_exprs[m.group(1)], env, f"{where} {m.group(0)}")),
                                     self.solution)
             gold = canonical_number(evaluate(self.answer_expr, env, f"{where} #answer"))
             if not same_answer(strict_answer(solution), gold):
                 log.debug("%s: draw rejected, #answer gives %s but the solution ends in %s", where, gold, strict_answer(solution))
                 continue
-            question = _SLOT_RE.sub(lambda m: display(shown[m.group(1)]) if m.group(1) in shown else m.group(0), self.question_slots)
+            question = SLOT_RE.sub(lambda m: display(shown[m.group(1)]) if m.group(1) in shown else m.group(0), self.question_slots)
             return Instance(Problem(_capitalize(question), _capitalize(solution), gold, self.id, "variant"), shown, env)
         return None
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
-from ..mining.checkers import load_checker
 from ..mining.miner import MiningConfig
 from ..mining.run import make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
+from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
 from .common import add_decoding_args, draft_tree, judge_thresholds, load_judge, questions_from
 from .methods import OperatingPoint
@@ -44,15 +44,17 @@ def main_eval(argv: list[str]) -> int:
     p.add_argument("--mine-oracle", action="store_true", help="mine the oracle labels now (into OUT_DIR/oracle_labels.jsonl)")
     p.add_argument("--mine-batch-size", type=int, default=1,
                    help="prompts mined together for --mine-oracle (faster; labels keyed by prefix, so the same oracle)")
-    p.add_argument("--checker", default="gsm8k")
+    add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
     add_decoding_args(p)
     args = p.parse_args(argv)
+    task = task_from_args(args)
+    problems = load_problems(args, task)
     target, draft, tokenizer = load_pair(args)
-    judge = load_judge(args, target, draft, required=bool(args.thresholds))
-    checker = load_checker(args.checker)
-    questions = questions_from(load_problems(args), tokenizer)
+    judge = load_judge(args, target, draft, required=bool(args.thresholds), task=task)
+    checker = task.checker
+    questions = questions_from(problems, tokenizer, task)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     points = [OperatingPoint("judge", (t,)) for t in judge_thresholds(args.thresholds, judge)]
     points += parse_points(args.baselines)
@@ -70,7 +72,8 @@ def main_eval(argv: list[str]) -> int:
     runs = run_points(target, draft, decode, questions, points, tree, checker, out_dir, judge, unimportant,
                       args.max_new_tokens)
     rows = summarize(runs, points, checker, [q.qid for q in questions])
-    meta = {"target": target.name, "draft": draft.name, "tree_parents": list(tree.parents), "questions": len(questions),
+    meta = {"task": task.name, "target": target.name, "draft": draft.name, "tree_parents": list(tree.parents),
+            "questions": len(questions),
             "judge": judge.meta.get("metrics", {}).get("val_roc_auc") if judge else None,
             "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype)}
     paths = write_summary(rows, out_dir, meta)
@@ -85,19 +88,22 @@ def main_bench(argv: list[str]) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threshold", type=float, default=None, help="AutoJudge threshold (default: the judge file's)")
     p.add_argument("--out", default=None, help="also write the result as JSON here")
+    add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
     add_decoding_args(p)
     args = p.parse_args(argv)
     if args.limit is None:
         args.limit = 5
+    task = task_from_args(args)
+    problems = load_problems(args, task)
     target, draft, tokenizer = load_pair(args)
-    judge = load_judge(args, target, draft, required=True)
-    questions = questions_from(load_problems(args), tokenizer)
+    judge = load_judge(args, target, draft, required=True, task=task)
+    questions = questions_from(problems, tokenizer, task)
     result = run_bench(target, draft, questions, draft_tree(args), judge, args.threshold, args.repeats,
                        args.max_new_tokens)
     print(result["table"])
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1))
+        Path(args.out).write_text(json.dumps({"task": task.name, **result}, indent=1))
         print(f"wrote {args.out}", file=sys.stderr)
     return 0

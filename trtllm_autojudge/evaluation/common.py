@@ -6,17 +6,15 @@ from pathlib import Path
 
 from ..backends.dtype import dtype_name
 from ..backends.loading import EMBEDDED_TARGETS
-from ..data.answers import final_answer
 from ..data.problem import Problem
-from ..data.prompt import prompt_ids
 from ..decoding.tree import DraftTree
 from ..judge.frontier import choose_threshold
 from ..judge.head import JudgeHead
 from ..mining.cli import problem_id
+from ..tasks import Task
 from .runner import Question
 
 AUTO_HARM_CAPS = (0.01, 0.02, 0.05, 0.1, 0.2)  # validation important-accept rates swept by --thresholds auto
-SHIPPED_JUDGE = Path(__file__).resolve().parents[1] / "assets" / "judge_gsm8k.safetensors"
 
 
 def add_decoding_args(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +22,7 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--k", type=int, default=8, help="chain draft: K draft tokens per cycle (default 8)")
     g.add_argument("--tree", default=None, help="static tree instead of a chain: branching per depth, e.g. 3,2,1")
     g.add_argument("--judge", default=None,
-                   help="judge file (default: the shipped GSM8K judge when the embedded pair is used)")
+                   help="judge file (default: the task's shipped judge when the embedded pair is used)")
     g.add_argument("--max-new-tokens", type=int, default=256)
 
 
@@ -37,14 +35,17 @@ def draft_tree(args: argparse.Namespace) -> DraftTree:
     return DraftTree.chain(args.k)
 
 
-def load_judge(args: argparse.Namespace, target, draft, required: bool) -> JudgeHead | None:
+def load_judge(args: argparse.Namespace, target, draft, required: bool, task: Task) -> JudgeHead | None:
+    """``--judge``, else the task's shipped judge for the embedded pair; None when there is none and none is ``required``."""
     path = args.judge
+    shipped = task.shipped_judge_path()
     if path is None and args.target in EMBEDDED_TARGETS and args.draft == "embedded":
-        if SHIPPED_JUDGE.is_file():
-            path = SHIPPED_JUDGE
+        if shipped is not None and shipped.is_file():
+            path = shipped
         elif required:
-            raise SystemExit(f"no judge is shipped for the embedded pair ({SHIPPED_JUDGE.name} is missing): make one "
-                             "with `python build_scripts/make_judge.py`, or pass --judge PATH")
+            missing = f"{shipped.name} is missing" if shipped is not None else "the task ships none"
+            raise SystemExit(f"no judge is shipped for the embedded pair on task {task.name} ({missing}): make one "
+                             f"with `python build_scripts/make_judge.py --task {task.name}`, or pass --judge PATH")
     if path is None:
         if required:
             raise SystemExit("this command needs a judge file for your models: --judge PATH (trtllm-autojudge train)")
@@ -81,6 +82,7 @@ def judge_thresholds(text: str, judge: JudgeHead | None, harm_caps: tuple[float,
     return sorted({choose_threshold(frontier, cap)["threshold"] for cap in harm_caps})
 
 
-def questions_from(problems: list[Problem], tokenizer) -> list[Question]:
-    return [Question(problem_id(p.question), prompt_ids(tokenizer, p.question), p.gold or final_answer(p.answer),
-                     p.to_json()) for p in problems]
+def questions_from(problems: list[Problem], tokenizer, task: Task) -> list[Question]:
+    """Evaluation questions: the task's prompt, the problem's gold answer, the problem as the checker's example."""
+    return [Question(problem_id(p.question), task.prompt_ids(tokenizer, p.question), p.gold, p.to_json())
+            for p in problems]

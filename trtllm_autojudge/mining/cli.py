@@ -7,9 +7,8 @@ import json
 import sys
 
 from ..backends.loading import add_model_args, load_pair
-from ..data.prompt import prompt_ids
 from ..data.sources import add_problem_args, load_problems
-from .checkers import load_checker
+from ..tasks import add_task_args, task_from_args
 from .miner import MiningConfig
 from .mpi import world
 from .run import make_miner, mine_prompts
@@ -22,7 +21,6 @@ def problem_id(question: str) -> str:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="trtllm-autojudge mine", description=__doc__)
     p.add_argument("--out", required=True, help="label file (JSONL, append-only; rerun to resume)")
-    p.add_argument("--checker", default="gsm8k", help="gsm8k, exact, code, or module:Class")
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--no-early-stop", action="store_true", help="regenerate to EOS/budget (the plain algorithm)")
     p.add_argument("--no-cache-reuse", action="store_true", help="recompute every prefix (the plain algorithm)")
@@ -30,16 +28,17 @@ def main(argv: list[str]) -> int:
                    help="start no new prompt after this many minutes (rerun to continue)")
     p.add_argument("--batch-size", type=int, default=1,
                    help="prompts mined together (target regenerations batched; >1 may flip float32 near-ties)")
+    add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="train", variants=2)
     args = p.parse_args(argv)
+    task = task_from_args(args)
+    problems = load_problems(args, task)
     target, draft, tokenizer = load_pair(args)
-    checker = load_checker(args.checker)
-    problems = load_problems(args)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse)
-    miner = make_miner(target, draft, checker, decode, config, args.batch_size)
-    prompts = [(problem_id(pr.question), prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
+    miner = make_miner(target, draft, task.checker, decode, config, args.batch_size)
+    prompts = [(problem_id(pr.question), task.prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
     stats = mine_prompts(miner, prompts, args.out, max_minutes=args.max_minutes)
     if world()[0] == 0:
         print(json.dumps({"out": args.out, **{k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}},

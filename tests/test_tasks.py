@@ -1,0 +1,336 @@
+"""Tasks: the checkers (GSM8K, program, code) with right, wrong, crashing, timing-out and hostile
+inputs; the registry; --task routing through every verb; lossless == greedy and kill/resume on
+the program task with the tiny random pair."""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import toy_task
+from program_text import decode_program, program_prompts
+from tiny_models import tiny_pair
+from trtllm_autojudge.cli import main as cli
+from trtllm_autojudge.decoding.speculative import greedy_generate
+from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.evaluation.methods import OperatingPoint
+from trtllm_autojudge.evaluation.runner import Question, run_points
+from trtllm_autojudge.judge.dataset import FeatureSet
+from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
+from trtllm_autojudge.mining.run import mine_prompts
+from trtllm_autojudge.tasks import BUILTIN_TASKS, Gsm8kCotTask, Gsm8kProgramTask, load_task
+from trtllm_autojudge.tasks.checkers import FAILURE_ANSWERS, CodeChecker, GSM8KChecker, ProgramChecker
+from trtllm_autojudge.tasks.sandbox import Sandbox
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+
+
+# ---- GSM8K checker ----
+
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_gsm8k_final_answer_cannot_change(prefix, suffix):
+    checker = GSM8KChecker()
+    text = prefix + "#### 1,234\n"
+    assert checker.is_final(text)
+    assert checker.answer(text + suffix) == checker.answer(text)
+
+
+def test_gsm8k_is_final_waits_for_the_whole_number():
+    checker = GSM8KChecker()
+    assert not checker.is_final("so #### 12")
+    assert not checker.is_final("so #### 12.")
+    assert checker.is_final("so #### 12\n")
+    assert checker.same(None, None) and not checker.same("3", None) and checker.same("3.0", "3")
+
+
+# ---- program checker ----
+
+@pytest.fixture(scope="module")
+def programs():
+    checker = ProgramChecker(timeout_s=1.0, memory_mb=256)
+    yield checker
+    checker.sandbox.close()
+
+
+@pytest.mark.parametrize("program,answer", [
+    ("x = 3\ny = 4\nv1 = x * y\nanswer = v1 + 1", "13"),  # right
+    ("x = 3\ny = 4\nanswer = x - y", "-1"),
+    ("answer = 7 / 2", "3.5"),
+    ("answer = 0.1 + 0.2", "0.3"),  # float noise is canonicalised like the gold answers
+    ("answer = 12.0", "12"),
+    ("from fractions import Fraction\nanswer = Fraction(9, 3)", "3"),
+    ("import math\nanswer = math.floor(2.7)", "2"),
+    ("```python\nanswer = 5\n```\nThat is all.", "5"),  # a fenced block is the program
+    ("answer = (", FAILURE_ANSWERS["syntax"]),
+    ("answer = 1 / 0", FAILURE_ANSWERS["exception"]),
+    ("answer = undefined_name", FAILURE_ANSWERS["exception"]),
+    ("x = 1", FAILURE_ANSWERS["no-answer"]),
+    ("answer = 'twelve'", FAILURE_ANSWERS["not-a-number"]),
+    ("answer = float('inf')", FAILURE_ANSWERS["not-a-number"]),
+    ("answer = True", FAILURE_ANSWERS["not-a-number"]),
+])
+def test_program_answers(programs, program, answer):
+    assert programs.answer(program) == answer
+
+
+def test_wrong_and_right_programs_compare_like_answers(programs):
+    right, wrong = programs.answer("answer = 6 * 3"), programs.answer("answer = 6 + 3")
+    assert programs.same(right, "18") and not programs.same(wrong, "18")
+    assert programs.same(programs.answer("answer = ("), programs.answer("answer = )"))  # both fail to compile
+    assert not programs.same(programs.answer("answer = ("), programs.answer("answer = 1 / 0"))
+    assert not any(programs.same(f, "0") for f in FAILURE_ANSWERS.values())
+
+
+HOSTILE = {
+    "infinite loop": ("while True:\n    pass\nanswer = 1", FAILURE_ANSWERS["timeout"]),
+    "10 GB allocation": ("x = [0] * (10 * 2**30 // 8)\nanswer = 1", FAILURE_ANSWERS["exception"]),
+    "10 GB string": ("x = 'x' * (10 * 2**30)\nanswer = 1", FAILURE_ANSWERS["exception"]),
+    "import socket": ("import socket\nsocket.create_connection(('127.0.0.1', 9))\nanswer = 1", FAILURE_ANSWERS["exception"]),
+    "import subprocess": ("import subprocess\nsubprocess.run(['true'])\nanswer = 1", FAILURE_ANSWERS["exception"]),
+    "os.system through a builtin's globals": (
+        "c = [k for k in ().__class__.__base__.__subclasses__() if k.__name__ == '_wrap_close'][0]\n"
+        "os = c.__init__.__globals__['sys'].modules['os']\nos.system('touch {outside}')\nanswer = 1",
+        FAILURE_ANSWERS["exception"]),
+    "fork through a builtin's globals": (
+        "c = [k for k in ().__class__.__base__.__subclasses__() if k.__name__ == '_wrap_close'][0]\n"
+        "os = c.__init__.__globals__['sys'].modules['os']\nos.fork()\nanswer = 1", FAILURE_ANSWERS["exception"]),
+    "write outside its directory": (
+        "c = [k for k in ().__class__.__base__.__subclasses__() if k.__name__ == '_wrap_close'][0]\n"
+        "io = c.__init__.__globals__['sys'].modules['io']\nio.open('{outside}', 'w').write('x')\nanswer = 1",
+        FAILURE_ANSWERS["exception"]),
+    "print 100 MB": ("for i in range(100):\n    print('x' * 2**20)\nanswer = 7", "7"),
+    "no answer": ("x = 41 + 1", FAILURE_ANSWERS["no-answer"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_programs_are_contained(programs, case, tmp_path):
+    outside = tmp_path / "escaped"
+    program, answer = HOSTILE[case]
+    t0 = time.perf_counter()
+    assert programs.answer(program.format(outside=outside)) == answer
+    assert time.perf_counter() - t0 < 5.0  # the limits hold: 1 s of wall clock, then the process group dies
+    assert not outside.exists()
+    assert programs.answer("answer = 2 + 2") == "4"  # the worker still serves
+
+
+def test_worker_killed_from_outside_is_restarted():
+    sandbox = Sandbox(timeout_s=1.0)
+    assert sandbox.run("answer = 1").value == "1"
+    os.kill(sandbox._proc.pid, 9)
+    sandbox._proc.wait()
+    assert sandbox.run("answer = 2").value == "2"
+    sandbox.close()
+
+
+def test_sandbox_rejects_bad_limits_and_modes():
+    with pytest.raises(ValueError, match="limits too small"):
+        Sandbox(timeout_s=0)
+    with pytest.raises(ValueError, match="unknown sandbox mode"):
+        Sandbox().run("x = 1", mode="eval")
+
+
+def test_generated_programs_pass_the_checker(programs):
+    """The training programs themselves, run in the sandbox, give their gold answers."""
+    problems = Gsm8kProgramTask().problems("train", originals=False, variants_per_template=1, seed=2)[:30]
+    assert all(programs.answer(p.answer) == p.gold for p in problems)
+
+
+# ---- code checker ----
+
+def test_code_checker_sandbox(tmp_path):
+    checker = CodeChecker(timeout_s=2)
+    tests = "assert add(2, 3) == 5"
+    assert checker.answer("```python\ndef add(a, b):\n    return a + b\n```", {"tests": tests}) == "pass"
+    assert checker.answer("```python\ndef add(a, b):\n    return a - b\n```", {"tests": tests}) == "fail"
+    assert checker.answer("def add(a, b):\n    while True: pass", {"tests": tests}) == "fail"  # killed on timeout
+    net = "import socket\ndef add(a, b):\n    socket.create_connection(('127.0.0.1', 9))\n    return a + b"
+    assert checker.answer(net, {"tests": tests}) == "fail"
+    cheat = "import os\nos._exit(0)"  # exiting before the tests does not pass them
+    assert checker.answer(cheat, {"tests": tests}) == "fail"
+    outside = tmp_path / "escaped"
+    writer = f"open({str(outside)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b"
+    assert checker.answer(writer, {"tests": tests}) == "fail" and not outside.exists()
+    local = "open('scratch.txt', 'w').write('ok')\nimport json, unittest\ndef add(a, b):\n    return a + b"
+    assert checker.answer(local, {"tests": tests}) == "pass"  # its own directory and the standard library are usable
+    with pytest.raises(ValueError, match="tests"):
+        checker.answer("x", {})
+    checker.sandbox.close()
+
+
+# ---- the registry ----
+
+def test_load_task_by_name_and_path():
+    assert sorted(BUILTIN_TASKS) == ["code", "gsm8k-cot", "gsm8k-program"]
+    assert load_task("gsm8k-cot").checker.name == "gsm8k"
+    assert load_task("gsm8k-program").checker.name == "program"
+    assert load_task("toy_task:ToyTask").name == "toy"
+    with pytest.raises(ValueError, match="unknown task"):
+        load_task("nope")
+    with pytest.raises(ValueError, match="cannot load task"):
+        load_task("toy_task:Missing")
+    with pytest.raises(ValueError, match="subclass trtllm_autojudge.tasks.Task"):
+        load_task("toy_task:ToyTokenizer")
+
+
+def test_removed_checker_flag_says_what_to_use(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli(["mine", "--out", "x.jsonl", "--checker", "gsm8k"])
+    assert exc.value.code == 2 and "--checker was replaced by --task" in capsys.readouterr().err
+
+
+def test_cot_task_keeps_todays_prompt_and_response():
+    from trtllm_autojudge.backends.embedded import load_tokenizer
+    from trtllm_autojudge.data import original_problems, prompt_ids, training_ids
+
+    tokenizer, task = load_tokenizer(), Gsm8kCotTask()
+    problem = original_problems("train")[0]
+    assert task.prompt_ids(tokenizer, problem.question) == prompt_ids(tokenizer, problem.question)
+    assert task.training_ids(tokenizer, problem) == training_ids(tokenizer, problem.question, problem.answer)
+    program = Gsm8kProgramTask()
+    variant = program.problems("train", originals=False, variants_per_template=1, seed=0)[0]
+    ids, n_prompt = program.training_ids(tokenizer, variant)
+    assert tokenizer.decode(ids[n_prompt:]).startswith(variant.answer) and "Python program" in tokenizer.decode(ids[:n_prompt])
+    with pytest.raises(ValueError, match="no program"):
+        program.response_text(problem)
+
+
+# ---- --task through every verb ----
+
+@pytest.fixture()
+def toy_verbs(monkeypatch, tmp_path):
+    """Every verb's load_pair gives the tiny pair and a token-id tokenizer; a tiny judge file exists."""
+    target, draft = tiny_pair(seed=3)
+
+    def load_pair(args):
+        return target, draft, toy_task.ToyTokenizer()
+
+    for module in ("trtllm_autojudge.mining.cli", "trtllm_autojudge.mining.features_cli", "trtllm_autojudge.evaluation.cli",
+                   "trtllm_autojudge.demo", "trtllm_autojudge.generate"):
+        monkeypatch.setattr(f"{module}.load_pair", load_pair)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    judge = tmp_path / "judge.safetensors"
+    JudgeHead(0.05 * np.random.default_rng(0).normal(size=F), np.zeros(F), np.ones(F), -0.5, "DT", draft.hidden_size,
+              target.hidden_size, 0.5).save(judge)
+    toy_task.CALLS.clear()
+    return tmp_path, judge
+
+
+TOY = ["--task", "toy_task:ToyTask"]
+
+
+def _used_toy():
+    used = set(toy_task.CALLS)
+    toy_task.CALLS.clear()
+    return used
+
+
+def test_task_routes_through_mine_and_features(toy_verbs):
+    tmp, _ = toy_verbs
+    assert cli(["mine", *TOY, "--out", str(tmp / "labels.jsonl"), "--max-new-tokens", "8"]) == 0
+    assert _used_toy() == {"problems", "prompt_ids", "answer"}
+    records = [json.loads(x) for x in (tmp / "labels.jsonl").read_text().splitlines()]
+    assert [r["prompt_ids"][0] for r in records] == [3, 4, 5]  # the toy task's prompts
+    assert cli(["features", *TOY, "--labels", str(tmp / "labels.jsonl"), "--out", str(tmp / "f.safetensors")]) == 0
+    assert FeatureSet.load(tmp / "f.safetensors").task == "toy"
+
+
+def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
+    tmp, judge = toy_verbs
+    common = ["--max-new-tokens", "8", "--k", "2", "--judge", str(judge)]
+    assert cli(["eval", *TOY, *common, "--out-dir", str(tmp / "eval"), "--thresholds", "0.5", "--baselines", "topk@2"]) == 0
+    assert _used_toy() == {"problems", "prompt_ids", "answer"}
+    assert json.loads((tmp / "eval" / "summary.json").read_text())["meta"]["task"] == "toy"
+    assert cli(["bench", *TOY, *common, "--repeats", "1", "--out", str(tmp / "bench.json")]) == 0
+    assert {"problems", "prompt_ids"} <= _used_toy() and json.loads((tmp / "bench.json").read_text())["task"] == "toy"
+    assert cli(["demo", *TOY, "--questions", "2", "--max-new-tokens", "8", "--k", "2", "--judge", str(judge),
+                "--out-dir", str(tmp / "demo")]) == 0
+    assert _used_toy() == {"problems", "prompt_ids", "answer"}
+    assert json.loads((tmp / "demo" / "summary.json").read_text())["meta"]["task"] == "toy"
+    capsys.readouterr()
+    assert cli(["generate", "q1", *TOY, "--mode", "lossless", "--max-new-tokens", "8", "--k", "2"]) == 0
+    assert _used_toy() == {"prompt_ids", "answer"} and "[toy] answer:" in capsys.readouterr().out
+
+
+def test_task_routes_through_make_judge(toy_verbs):
+    tmp, _ = toy_verbs
+    main = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["main"]
+    verbs = []
+
+    def fake_cli(argv):  # mine and features really run; training is not this test's subject
+        verbs.append(argv)
+        return cli(argv) if argv[0] in ("mine", "features") else 1
+
+    main.__globals__["cli"] = fake_cli
+    with pytest.raises(SystemExit, match="training DT failed"):
+        main(["--work", str(tmp / "work"), *TOY, "--no-install", "--setups", "DT", "--max-new-tokens", "8"])
+    assert [v[0] for v in verbs] == ["mine", "features", "train"]
+    assert all(v[v.index("--task") + 1] == "toy_task:ToyTask" for v in verbs[:2])
+    assert FeatureSet.load(tmp / "work" / "features.safetensors").task == "toy"
+    with pytest.raises(SystemExit, match="no shipped judge to install"):
+        main(["--work", str(tmp / "work"), *TOY])
+
+
+# ---- the program task on the tiny random pair ----
+
+def test_lossless_equals_greedy_on_the_program_task(tmp_path):
+    target, draft = tiny_pair(seed=3)
+    task = Gsm8kProgramTask()
+    prompts = program_prompts(4, seed=7)
+    questions = [Question(pid, p, gold="3") for pid, p, _ in prompts]
+    runs = run_points(target, draft, decode_program, questions, [OperatingPoint("lossless")], DraftTree.chain(4),
+                      task.checker, tmp_path, max_new_tokens=16, progress=False)
+    answers = set()
+    for run, (_, prompt, _) in zip(runs, prompts):
+        greedy = greedy_generate(target, prompt, 16)
+        assert run["tokens"] == greedy
+        assert run["answer"] == task.checker.answer(decode_program(greedy))
+        answers.add(run["answer"])
+    assert answers  # each a number or a failure answer
+    task.checker.sandbox.close()
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a container's init may not reap orphans)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_mining_killed_during_a_program_check_resumes_exactly(tmp_path):
+    """SIGKILL in the middle of the 9th program check: the rerun mines only the unfinished prompts;
+    the labels equal an uninterrupted run's, none is lost or duplicated; the orphaned worker exits."""
+    killed = subprocess.run([sys.executable, str(HERE / "mine_programs_killed.py"), "--out", str(tmp_path / "cut.jsonl"),
+                             "--kill-at", "9", "--pid-file", str(tmp_path / "pid")], capture_output=True)
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    done_before = len((tmp_path / "cut.jsonl").read_text().splitlines()) if (tmp_path / "cut.jsonl").exists() else 0
+    target, draft = tiny_pair(seed=3)
+    task = Gsm8kProgramTask()
+    miner = LabelMiner(target, draft, task.checker, decode_program, MiningConfig(max_new_tokens=16))
+    mine_prompts(miner, program_prompts(), tmp_path / "clean.jsonl", progress=False)
+    clean = [json.loads(x) for x in (tmp_path / "clean.jsonl").read_text().splitlines()]
+    assert 0 < done_before < len(clean)  # it died in the middle of the run
+    stats = mine_prompts(miner, program_prompts(), tmp_path / "cut.jsonl", progress=False)
+    assert stats["prompts"] == len(clean) - done_before  # only the unfinished prompts are mined
+    cut = [json.loads(x) for x in (tmp_path / "cut.jsonl").read_text().splitlines()]
+    strip = lambda r: {k: v for k, v in r.items() if k != "cost"}  # noqa: E731
+    assert [strip(r) for r in cut] == [strip(r) for r in clean]
+    assert sum(len(r["labels"]) for r in clean) > 10 and len({a for r in clean for a in r["alt_answers"]}) > 1
+    worker = int((tmp_path / "pid").read_text())
+    deadline = time.monotonic() + 5
+    while _running(worker) and time.monotonic() < deadline:  # the worker sees its stdin close and exits
+        time.sleep(0.1)
+    assert not _running(worker), f"the sandbox worker {worker} outlived the killed miner"
+    task.checker.sandbox.close()

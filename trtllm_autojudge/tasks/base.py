@@ -1,0 +1,68 @@
+"""A task as one object (DESIGN.md section 7): where its problems come from, its prompt format, and
+its checker (answer extraction and comparison, with the early-stop rule ``checker.is_final``).
+
+Every verb takes ``--task``; nothing task-specific lives in the miner, the evaluation or the demo.
+A task of your own subclasses :class:`Task` and is loaded as ``--task package.module:ClassName``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..data.jsonl import load_jsonl
+from ..data.problem import Problem
+from ..data.prompt import chat_training_ids, prompt_ids
+from ..mining.checkers import TaskChecker
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+class Task:
+    """Base class of tasks; subclasses set the class attributes and may override the methods.
+
+    Attributes
+    ----------
+    name : str
+        How ``--task`` names it; recorded in feature and judge files.
+    system_prompt : str
+        The system message of the chat prompt (the instruction).
+    checker : TaskChecker
+        Reads and compares answers; its ``is_final`` is the task's early-stop rule (always False
+        when the answer is only known at the end of a response).
+    shipped_judge : str | None
+        File name under ``trtllm_autojudge/assets`` of the judge shipped for the embedded pair on
+        this task (None: none is shipped).
+    """
+
+    name: str = ""
+    system_prompt: str = ""
+    shipped_judge: str | None = None
+
+    def __init__(self) -> None:
+        self.checker: TaskChecker = self.make_checker()
+
+    def make_checker(self) -> TaskChecker:
+        raise NotImplementedError(f"{type(self).__name__} must define make_checker()")
+
+    # ---- where the problems come from ----
+    def problems(self, split: str, originals: bool, variants_per_template: int, seed: int) -> list[Problem]:
+        """The task's own problems of a template split (``--split``); tasks without any refuse."""
+        raise SystemExit(f"task {self.name!r} has no embedded problems: give --questions FILE.jsonl")
+
+    def load_jsonl(self, path: str | Path) -> list[Problem]:
+        """Problems from a user's JSONL file (``--questions``)."""
+        return load_jsonl(path)
+
+    # ---- the prompt format ----
+    def prompt_ids(self, tokenizer, question: str) -> list[int]:
+        return prompt_ids(tokenizer, question, self.system_prompt)
+
+    def response_text(self, problem: Problem) -> str:
+        """The response a target is trained on for ``problem``."""
+        return problem.answer
+
+    def training_ids(self, tokenizer, problem: Problem) -> tuple[list[int], int]:
+        """Prompt + response + end-of-turn as token ids, and the number of prompt tokens."""
+        return chat_training_ids(tokenizer, problem.question, self.response_text(problem), self.system_prompt)
+
+    def shipped_judge_path(self) -> Path | None:
+        return ASSETS / self.shipped_judge if self.shipped_judge else None

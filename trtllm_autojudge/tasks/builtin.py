@@ -1,0 +1,89 @@
+"""The built-in tasks: ``gsm8k-cot``, ``gsm8k-program`` and ``code``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..data.gsm8k import original_problems, variant_problems
+from ..data.problem import Problem
+from ..data.programs import BROKEN_PROGRAM_TEMPLATES, PROGRAM_SYSTEM_PROMPT, program_problems
+from ..data.prompt import SYSTEM_PROMPT, response_text
+from .base import Task
+from .checkers import CodeChecker, GSM8KChecker, ProgramChecker
+
+
+class Gsm8kCotTask(Task):
+    """GSM8K answered in words: a worked solution ending in ``#### N`` (the shipped target's task)."""
+
+    name = "gsm8k-cot"
+    system_prompt = SYSTEM_PROMPT
+    shipped_judge = "judge_gsm8k.safetensors"
+
+    def make_checker(self) -> GSM8KChecker:
+        return GSM8KChecker()
+
+    def problems(self, split: str, originals: bool, variants_per_template: int, seed: int) -> list[Problem]:
+        problems = original_problems(split) if originals else []
+        return problems + (variant_problems(split, variants_per_template, seed=seed) if variants_per_template else [])
+
+    def response_text(self, problem: Problem) -> str:
+        return response_text(problem.answer)  # without the <<...>> calculator annotations
+
+
+class Gsm8kProgramTask(Task):
+    """GSM8K answered by a commented Python program (:mod:`trtllm_autojudge.data.programs`); the
+    answer is the value of ``answer`` executed in the sandbox.
+
+    Variants carry their generated program as the answer; original GSM8K questions carry their
+    worded solution (they are for evaluation: only their gold answer is used).
+    """
+
+    name = "gsm8k-program"
+    system_prompt = PROGRAM_SYSTEM_PROMPT
+    shipped_judge = "judge_gsm8k_program.safetensors"
+
+    def make_checker(self) -> ProgramChecker:
+        return ProgramChecker()
+
+    def problems(self, split: str, originals: bool, variants_per_template: int, seed: int) -> list[Problem]:
+        problems = original_problems(split) if originals else []
+        return problems + (program_problems(split, variants_per_template, seed=seed) if variants_per_template else [])
+
+    def response_text(self, problem: Problem) -> str:
+        if problem.source == "original":
+            raise ValueError("original GSM8K questions have no program to train on: use variants "
+                             f"(templates without programs: {sorted(BROKEN_PROGRAM_TEMPLATES) or 'none'})")
+        return problem.answer
+
+
+class CodeTask(Task):
+    """Code against unit tests: JSONL records ``{"question", "tests"}`` (``answer`` optional: a
+    reference solution); the answer is ``pass`` or ``fail`` (gold: ``pass``)."""
+
+    name = "code"
+    system_prompt = "Write a Python solution for the task. Answer with one ```python code block."
+
+    def make_checker(self) -> CodeChecker:
+        return CodeChecker()
+
+    def load_jsonl(self, path: str | Path) -> list[Problem]:
+        problems = []
+        with Path(path).open(encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                if not isinstance(record, dict) or not isinstance(record.get("question"), str) \
+                        or not isinstance(record.get("tests"), str) or not record["tests"].strip():
+                    raise ValueError(f"{path}:{number}: a code record needs 'question' and 'tests' (non-empty strings)")
+                problems.append(Problem(record["question"], str(record.get("answer", "")), "pass", None, "jsonl",
+                                        record["tests"]))
+        if not problems:
+            raise ValueError(f"{path}: no problems (the file is empty)")
+        return problems
+
+
+BUILTIN_TASKS: dict[str, type[Task]] = {t.name: t for t in (Gsm8kCotTask, Gsm8kProgramTask, CodeTask)}
