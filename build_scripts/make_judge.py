@@ -7,8 +7,8 @@ Every stage resumes: mining appends to WORK/labels.jsonl (rerun to continue), fe
 training are recomputed from it. Mining uses the TRAINING templates only. The judge is trained for
 each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
 first one is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
-gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install. --target/--draft pass to
-`mine` and `features` (default: the embedded pair).
+gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install. --target/--draft/--dtype
+pass to `mine` and `features` (default: the task's embedded pair, in bf16 where the CPU has it).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
@@ -47,7 +48,7 @@ def mine(args) -> None:
 
 
 def models(args) -> list[str]:
-    return ["--target", args.target, "--draft", args.draft]
+    return ["--target", args.target, "--draft", args.draft, "--dtype", args.dtype]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-install", action="store_true")
     p.add_argument("--target", default="tuned", help="target for mine/features (default: the embedded tuned target)")
     p.add_argument("--draft", default="embedded", help="draft for mine/features (default: the embedded draft)")
+    p.add_argument("--dtype", default="auto", choices=CHOICES, help="compute dtype of mine/features (default auto)")
     add_task_args(p)
     args = p.parse_args(argv)
     task = task_from_args(args)

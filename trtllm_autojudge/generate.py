@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     point = OperatingPoint.parse(args.mode)
     task = task_from_args(args)
-    target, draft, tokenizer = load_pair(args)
+    target, draft, tokenizer = load_pair(args, task)
     judge = load_judge(args, target, draft, required=point.method == "judge", task=task)
     out = speculative_generate(target, draft, task.prompt_ids(tokenizer, args.question), tree=draft_tree(args),
                                rule=point.rule(judge), max_new_tokens=args.max_new_tokens, tokenizer=tokenizer)

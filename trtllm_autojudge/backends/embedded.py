@@ -146,7 +146,7 @@ def load_target(variant: str = "tuned", cache: str | Path | None = None, adapter
             raise FileNotFoundError(f"the tuned target's adapter {adapter} is missing: rebuild it with "
                                     "build_scripts/train_target_adapter.py, or use variant='raw'")
         meta = merge_adapter(model, adapter)
-        name += f"+lora-gsm8k(r={meta['rank']})"
+        name += f"+lora-{meta.get('task', 'gsm8k')}(r={meta['rank']})"
     lm = TransformersLM(model.to(dtype), [tokenizer.eos_token_id], name)
     lm.variant = variant  # the draft checks it was given the target it was trained for
     if variant == "tuned":

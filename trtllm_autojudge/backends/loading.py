@@ -41,8 +41,12 @@ def _hf(path: str, device: str):
     return TransformersLM(model, eos, folder.name), tokenizer
 
 
-def load_pair(args: argparse.Namespace):
-    """(target, draft, tokenizer) from the arguments of :func:`add_model_args`."""
+def load_pair(args: argparse.Namespace, task=None):
+    """(target, draft, tokenizer) from the arguments of :func:`add_model_args`.
+
+    The embedded ``tuned`` target and ``embedded`` draft are the ones shipped for ``task`` (a
+    :class:`..tasks.Task`; default the worded GSM8K task's).
+    """
     import torch
 
     if args.threads:
@@ -54,7 +58,8 @@ def load_pair(args: argparse.Namespace):
     if args.target in EMBEDDED_TARGETS:
         from .embedded import load_target
 
-        target, tokenizer = load_target(args.target)  # float32: the draft is cut and adapted before the cast
+        adapter = task.shipped_model_path("adapter") if task is not None and args.target == "tuned" else None
+        target, tokenizer = load_target(args.target, adapter=adapter)  # float32: the draft is cut and adapted before the cast
         target.model.to(args.device)
     else:
         target, tokenizer = _hf(args.target, args.device)
@@ -63,7 +68,7 @@ def load_pair(args: argparse.Namespace):
             raise SystemExit("--draft embedded is made for the embedded target: give --draft PATH for your own target")
         from .embedded_draft import load_draft
 
-        draft, _ = load_draft(target)
+        draft, _ = load_draft(target, **({"path": task.shipped_model_path("draft")} if task is not None else {}))
         draft.model.to(args.device)
     else:
         draft, _ = _hf(args.draft, args.device)

@@ -51,7 +51,7 @@ def main_eval(argv: list[str]) -> int:
     args = p.parse_args(argv)
     task = task_from_args(args)
     problems = load_problems(args, task)
-    target, draft, tokenizer = load_pair(args)
+    target, draft, tokenizer = load_pair(args, task)
     judge = load_judge(args, target, draft, required=bool(args.thresholds), task=task)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
@@ -97,7 +97,7 @@ def main_bench(argv: list[str]) -> int:
         args.limit = 5
     task = task_from_args(args)
     problems = load_problems(args, task)
-    target, draft, tokenizer = load_pair(args)
+    target, draft, tokenizer = load_pair(args, task)
     judge = load_judge(args, target, draft, required=True, task=task)
     questions = questions_from(problems, tokenizer, task)
     result = run_bench(target, draft, questions, draft_tree(args), judge, args.threshold, args.repeats,

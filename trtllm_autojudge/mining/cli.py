@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     task = task_from_args(args)
     problems = load_problems(args, task)
-    target, draft, tokenizer = load_pair(args)
+    target, draft, tokenizer = load_pair(args, task)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse)
     miner = make_miner(target, draft, task.checker, decode, config, args.batch_size)

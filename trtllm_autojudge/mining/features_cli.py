@@ -20,8 +20,9 @@ def main(argv: list[str]) -> int:
     records, _problems = read_records(args.labels)
     if not records:
         raise SystemExit(f"{args.labels} holds no readable records")
-    target, draft, _ = load_pair(args)
-    fs = extract_features(target, draft, records, args.setup, task=task_from_args(args).name)
+    task = task_from_args(args)
+    target, draft, _ = load_pair(args, task)
+    fs = extract_features(target, draft, records, args.setup, task=task.name)
     fs.save(args.out)
     counts = fs.label_counts()
     print(f"wrote {args.out}: {len(fs.labels)} labels ({counts}), setup {args.setup}")

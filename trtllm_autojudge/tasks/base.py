@@ -28,14 +28,17 @@ class Task:
     checker : TaskChecker
         Reads and compares answers; its ``is_final`` is the task's early-stop rule (always False
         when the answer is only known at the end of a response).
-    shipped_judge : str | None
-        File name under ``trtllm_autojudge/assets`` of the judge shipped for the embedded pair on
-        this task (None: none is shipped).
+    shipped_judge, shipped_adapter, shipped_draft : str | None
+        File names under ``trtllm_autojudge/assets`` of what is shipped for the embedded pair on
+        this task: the judge, the tuned target's LoRA adapter (``--target tuned``) and the draft
+        (``--draft embedded``). None: none is shipped.
     """
 
     name: str = ""
     system_prompt: str = ""
     shipped_judge: str | None = None
+    shipped_adapter: str | None = None
+    shipped_draft: str | None = None
 
     def __init__(self) -> None:
         self.checker: TaskChecker = self.make_checker()
@@ -66,3 +69,15 @@ class Task:
 
     def shipped_judge_path(self) -> Path | None:
         return ASSETS / self.shipped_judge if self.shipped_judge else None
+
+    def shipped_model_path(self, role: str) -> Path:
+        """The shipped file of the embedded ``role`` ("adapter" or "draft"); SystemExit saying how
+        to make it, or what to pass instead, when this task ships none or it is missing."""
+        name = {"adapter": self.shipped_adapter, "draft": self.shipped_draft}[role]
+        flag, script = {"adapter": ("--target", "train_target_adapter.py"), "draft": ("--draft", "train_draft.py")}[role]
+        path = ASSETS / name if name else None
+        if path is None or not path.is_file():
+            missing = f"{name} is not shipped" if name else "no embedded model is made for it"
+            raise SystemExit(f"task {self.name}: the embedded {role} ({missing}): make it with "
+                             f"`python build_scripts/{script} --task {self.name}`, or pass {flag} PATH")
+        return path

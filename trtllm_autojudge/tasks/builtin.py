@@ -18,6 +18,8 @@ class Gsm8kCotTask(Task):
     name = "gsm8k-cot"
     system_prompt = SYSTEM_PROMPT
     shipped_judge = "judge_gsm8k.safetensors"
+    shipped_adapter = "target_lora.safetensors"
+    shipped_draft = "draft.safetensors"
 
     def make_checker(self) -> GSM8KChecker:
         return GSM8KChecker()
@@ -41,6 +43,8 @@ class Gsm8kProgramTask(Task):
     name = "gsm8k-program"
     system_prompt = PROGRAM_SYSTEM_PROMPT
     shipped_judge = "judge_gsm8k_program.safetensors"
+    shipped_adapter = "target_lora_program.safetensors"
+    shipped_draft = "draft_program.safetensors"
 
     def make_checker(self) -> ProgramChecker:
         return ProgramChecker()
