@@ -84,3 +84,15 @@ def test_live_divergence_point():
     assert live_divergence([4, 5, 6], rec) is None
     assert live_divergence([4, 9, 6], rec) == 1
     assert live_divergence([4, 5], rec) == 2
+
+
+def test_trajectory_row_has_the_summary_columns():
+    from trtllm_autojudge.evaluation.runner import SUMMARY_COLUMNS
+    from trtllm_autojudge.evaluation.trajectory import trajectory_row
+
+    target, draft = tiny_pair(seed=4)
+    rec = LabelMiner(target, draft, LastToken(), decode, MiningConfig(max_new_tokens=20)).mine([5, 9, 17], record_id=0)
+    row = trajectory_row([rec], draft, 4, {"gold_accuracy": 0.5})
+    assert set(row) == set(SUMMARY_COLUMNS)
+    assert row["new_tokens"] == len(rec["final_ids"]) - 3 and row["gold_accuracy"] == 0.5
+    assert 1.0 <= row["tokens_per_cycle"] <= 5.0

@@ -103,3 +103,24 @@ def live_divergence(tokens: Sequence[int], record: dict) -> int | None:
         if a != b:
             return i
     return None if len(tokens) == len(mined) else min(len(tokens), len(mined))
+
+
+def trajectory_row(records: Sequence[dict], draft: LanguageModel, k: int, lossless_row: dict | None) -> dict:
+    """The ``oracle-trajectory`` summary row (the columns of :data:`.runner.SUMMARY_COLUMNS`).
+
+    Agreement is 1 by construction (the mined sequence keeps the target's answer), so gold
+    accuracy is the lossless run's; there is no wall clock (``tokens_per_s`` is NaN).
+    """
+    draft_lm = CachedLM(draft)
+    replays = [record_replays(r, draft, k, draft_lm)["oracle"] for r in records]
+    cycles, accepted = sum(r.cycles for r in replays), sum(r.accepted for r in replays)
+    return {
+        "spec": "oracle-trajectory", "method": "oracle", "params": "", "questions": len(replays),
+        "tokens_per_cycle": sum(r.new_tokens for r in replays) / max(cycles, 1),
+        "accepted_per_cycle": accepted / max(cycles, 1),
+        "agreement": 1.0,
+        "gold_accuracy": lossless_row["gold_accuracy"] if lossless_row else float("nan"),
+        "tokens_per_s": float("nan"),
+        "judged_fraction": sum(r.judged for r in replays) / max(accepted, 1),
+        "new_tokens": sum(r.new_tokens for r in replays), "cycles": cycles,
+    }
