@@ -1,21 +1,21 @@
 """Build the TensorRT-LLM 1.2 draft and AutoJudge target engines (``trtllm-autojudge build-engines``).
 
 Steps, each one command (``--dry-run`` prints them and exits):
-1. convert the HF draft checkpoint (``python -m trtllm_autojudge.trt.convert``, TensorRT-LLM's
+1. convert the HF draft checkpoint (``python -m trtllm_autojudge.trt.engine.convert``, TensorRT-LLM's
    ``LLaMAForCausalLM.from_hugging_face``), ``--tp_size N`` ranks; for a judge whose setup reads
    the draft's hidden states (DD-DT) with ``--draft_hidden_output`` (the ``autojudge_draft`` block);
 2. convert the HF target the same way and write the ``autojudge`` block (judge file, plugin
    library, limits) into its config.json;
 3. ``trtllm-build`` the draft with the paged KV cache, for the executor: a stock engine for a DT
-   judge; for a DD-DT judge with ``--model_cls_file trtllm_autojudge/trt/draft_model_cls.py
+   judge; for a DD-DT judge with ``--model_cls_file trtllm_autojudge/trt/engine/draft_model_cls.py
    --model_cls_name AutoJudgeDraftLLaMAForCausalLM`` (its last-token final-norm hidden states become
    an engine output) and room for a context that ends at a draft node (``--max_input_len``);
-4. ``trtllm-build`` the target with ``--model_cls_file trtllm_autojudge/trt/model_cls.py
+4. ``trtllm-build`` the target with ``--model_cls_file trtllm_autojudge/trt/engine/target_model_cls.py
    --model_cls_name AutoJudgeLLaMAForCausalLM``: context-only (``--kv_cache_type disabled``), packed
    rows, the AutoJudgeAccept plugin after the LM head.
 
 The draft tree is a chain tree (``--depth D --width W``: the greedy chain plus W-1 leaf siblings
-per depth, see trtllm_autojudge/trt/packing.py); the engines are sized for it.
+per depth, see trtllm_autojudge/trt/runner/packing.py); the engines are sized for it.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 from trtllm_autojudge.judge.head import JudgeHead
 from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path
-from trtllm_autojudge.trt.io_spec import EngineBlock, engine_block
-from trtllm_autojudge.trt.packing import chain_tree
+from trtllm_autojudge.trt.engine.io_spec import EngineBlock, engine_block
+from trtllm_autojudge.trt.runner.packing import chain_tree
 
 MODEL_CLS_NAME = "AutoJudgeLLaMAForCausalLM"
 DRAFT_MODEL_CLS_NAME = "AutoJudgeDraftLLaMAForCausalLM"
@@ -85,7 +85,7 @@ def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Pa
     out = Path(args.output_dir).resolve()
     ckpt, engines = out / "ckpt", out / "engines"
     longest = args.max_input_len + args.max_new_tokens + args.depth  # prefix + one path of draft tokens
-    convert = [args.python, "-m", "trtllm_autojudge.trt.convert", "--dtype", args.dtype]
+    convert = [args.python, "-m", "trtllm_autojudge.trt.engine.convert", "--dtype", args.dtype]
     plugins = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
     draft_convert = convert + ["--tp_size", str(args.draft_tp_size), "--model_dir",
                                str(Path(args.draft_model_dir).resolve()), "--output_dir", str(ckpt / "draft")]
@@ -114,7 +114,7 @@ def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Pa
 
 def check_inputs(args: argparse.Namespace, block: EngineBlock) -> None:
     """Refuse a judge that does not fit the models before any long conversion starts."""
-    from trtllm_autojudge.trt.fields import engine_plugin_fields
+    from trtllm_autojudge.trt.plugin.fields import engine_plugin_fields
 
     sizes = {}
     for role, d in (("draft", args.draft_model_dir), ("target", args.target_model_dir)):

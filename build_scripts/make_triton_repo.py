@@ -4,7 +4,7 @@
     --target_engine_dir E/target --tokenizer_dir HF_TARGET``
 
 Writes preprocessing, postprocessing, tensorrt_llm_draft (stock tensorrtllm backend),
-autojudge_target and autojudge_bls (Python backend); see trtllm_autojudge/trt/triton_config.py.
+autojudge_target and autojudge_bls (Python backend); see trtllm_autojudge/trt/triton/config.py.
 Paths are written as given, made absolute: give the paths the Triton server will see.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from trtllm_autojudge.trt.triton_config import make_repository
+from trtllm_autojudge.trt.triton.config import make_repository
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from trtllm_autojudge.decoding.acceptance import Acceptance
-from trtllm_autojudge.trt.packing import chain_tree, pack_cycle
-from trtllm_autojudge.trt.pbtxt import Enum, parameters, to_pbtxt
-from trtllm_autojudge.trt.triton_config import MODELS
-from trtllm_autojudge.trt.triton_io import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
+from trtllm_autojudge.trt.runner.packing import chain_tree, pack_cycle
+from trtllm_autojudge.trt.triton.pbtxt import Enum, parameters, to_pbtxt
+from trtllm_autojudge.trt.triton.config import MODELS
+from trtllm_autojudge.trt.triton.tensors import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
                                             tensors_to_cycle)
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,12 +7,12 @@
   calls ``ModelRunnerCpp`` makes (:class:`ExecutorDraftEngine`): D greedy tokens per request, the
   draft's generation logits for the top-W siblings of a chain tree and, for a DD-DT judge, the
   draft's hidden states as an additional model output (``ModelRunnerCpp.generate`` cannot request
-  one). The drafting itself is :class:`trtllm_autojudge.trt.chain_drafter.ChainTreeDrafter`, tested
+  one). The drafting itself is :class:`trtllm_autojudge.trt.runner.chain_drafter.ChainTreeDrafter`, tested
   on CPU. Rank 0 drafts and broadcasts (in leader mode only rank 0 enqueues).
 - Verifying: :class:`EngineTargetVerifier` runs the AutoJudge target engine with
   ``tensorrt_llm.runtime.Session`` on every rank (the Python runtime's classes refuse engine inputs
   they do not know); the plugin returns accepted tokens, lengths, best path and judged counts.
-- The loop, per-request thresholds and per-request metrics: :func:`trtllm_autojudge.trt.loop.engine_generate`.
+- The loop, per-request thresholds and per-request metrics: :func:`trtllm_autojudge.trt.runner.loop.engine_generate`.
 
 Nothing here imports TensorRT-LLM before a class is built; none of it has run on this project's
 machines (no TensorRT). The pure parts it relies on are tested on CPU.
@@ -29,13 +29,13 @@ import numpy as np
 from ..decoding.acceptance import Acceptance
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
-from ..trt.chain_drafter import ChainTreeDrafter, DraftOutput
-from ..trt.draft_spec import RESULT_PREFIX, engine_hidden_output
-from ..trt.io_spec import ENGINE_OUTPUTS, EngineBlock
-from ..trt.library import load_plugin_library
-from ..trt.loop import DraftProposal, check_thresholds, engine_generate
-from ..trt.packing import PackedCycle, chain_tree, engine_feed
-from ..trt.tp import check_rank_agreement
+from ..trt.runner.chain_drafter import ChainTreeDrafter, DraftOutput
+from ..trt.engine.draft_spec import RESULT_PREFIX, engine_hidden_output
+from ..trt.engine.io_spec import ENGINE_OUTPUTS, EngineBlock
+from ..trt.plugin.library import load_plugin_library
+from ..trt.runner.loop import DraftProposal, check_thresholds, engine_generate
+from ..trt.runner.packing import PackedCycle, chain_tree, engine_feed
+from ..trt.runner.tp import check_rank_agreement
 
 
 def _require_tensorrt_llm():

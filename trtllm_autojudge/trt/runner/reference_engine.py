@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..backends.protocol import LanguageModel
-from ..decoding.acceptance import Acceptance, accept_tree
-from ..decoding.rules import judge_relaxed
-from ..judge.head import JudgeHead
+from ...backends.protocol import LanguageModel
+from ...decoding.acceptance import Acceptance, accept_tree
+from ...decoding.rules import judge_relaxed
+from ...judge.head import JudgeHead
 from .chain_drafter import ChainTreeDrafter, DraftOutput
 from .packing import PackedCycle
 

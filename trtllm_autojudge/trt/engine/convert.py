@@ -2,7 +2,7 @@
 + ``config.json``), and write the AutoJudge block into its config: ``autojudge`` for the target,
 ``autojudge_draft`` for a draft that returns its hidden states (DD-DT judges, :mod:`.draft_spec`).
 
-``python -m trtllm_autojudge.trt.convert --model_dir HF --output_dir CKPT --dtype float16 --tp_size N
+``python -m trtllm_autojudge.trt.engine.convert --model_dir HF --output_dir CKPT --dtype float16 --tp_size N
 [--autojudge_block block.json | --draft_hidden_output]``
 
 The conversion is TensorRT-LLM's own: per rank, ``LLaMAForCausalLM.from_hugging_face(model_dir,
@@ -44,7 +44,7 @@ def write_draft_block(checkpoint_dir: str | Path) -> Path:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.convert", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.engine.convert", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model_dir", required=True, help="Hugging Face Llama checkpoint directory")
     ap.add_argument("--output_dir", required=True, help="TensorRT-LLM checkpoint directory to write")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])

@@ -48,7 +48,7 @@ def add_autojudge_plugin(network, inputs: Sequence, fields: Mapping[str, np.ndar
     creator = trt.get_plugin_registry().get_creator(PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_NAMESPACE)
     if creator is None:
         raise RuntimeError(f"TensorRT has no creator {PLUGIN_NAME} v{PLUGIN_VERSION} in namespace {PLUGIN_NAMESPACE!r}: "
-                           f"call trtllm_autojudge.trt.library.load_plugin_library() first")
+                           f"call trtllm_autojudge.trt.plugin.library.load_plugin_library() first")
     collection = trt.PluginFieldCollection(
         [trt.PluginField(name, data, getattr(trt.PluginFieldType, kind)) for name, data, kind in plugin_field_specs(fields)])
     plugin = creator.create_plugin(LAYER_NAME, collection, trt.TensorRTPhase.BUILD)
