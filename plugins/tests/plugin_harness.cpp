@@ -13,6 +13,7 @@
 #include <NvInferRuntime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <dlfcn.h>
@@ -431,6 +432,7 @@ struct Library
 
 Library gLibrary;
 RecordingLogger gLogger;
+size_t gCreatorsAfterLoad = 0; //!< creators in the registry right after dlopen, before any init call
 
 IPluginCreatorV3One* creator()
 {
@@ -997,6 +999,21 @@ public:
     RecordingLogger logger;
 };
 
+void checkRegisterOnLoad()
+{
+    char const* flag = std::getenv("AUTOJUDGE_REGISTER_ON_LOAD");
+    bool const asked = flag != nullptr && std::string(flag) == "1";
+    expect(gCreatorsAfterLoad == (asked ? 1u : 0u),
+        std::string("with AUTOJUDGE_REGISTER_ON_LOAD ") + (asked ? "=1" : "unset")
+            + ", loading the library must " + (asked ? "" : "not ") + "register the creator (registry held "
+            + std::to_string(gCreatorsAfterLoad) + " after dlopen)");
+    if (asked)
+    {
+        expect(gRegistry.getCreator("AutoJudgeAccept", "1", "autojudge") == creator(),
+            "the creator registered on load is the library's, in namespace autojudge");
+    }
+}
+
 void checkLoggerFinder()
 {
     LoggerFinder finder;
@@ -1012,6 +1029,7 @@ void checkLoggerFinder()
 
 std::map<std::string, std::function<void()>> const kChecks{
     {"logger_finder", checkLoggerFinder},
+    {"register_on_load", checkRegisterOnLoad},
     {"creators", checkCreators},
     {"init_registration", checkInitRegistration},
     {"create_plugin", checkCreatePlugin},
@@ -1062,6 +1080,7 @@ int main(int argc, char** argv)
         std::cerr << "dlopen failed: " << dlerror() << "\n";
         return 2;
     }
+    gCreatorsAfterLoad = gRegistry.size();
     gLibrary.getCreators = symbol<IPluginCreatorInterface* const* (*) (int32_t&)>("getCreators");
     gLibrary.init = symbol<bool (*)(void*, char const*)>("initAutoJudgePlugins");
     gLibrary.setLoggerFinder = symbol<void (*)(ILoggerFinder*)>("setLoggerFinder");
