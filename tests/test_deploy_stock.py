@@ -243,3 +243,11 @@ def test_stock_loop_refuses_what_a_draft_target_engine_cannot_return(pair64):
         stock_generate(ReferenceDrafter(draft), Broken(), [[5]], depth=0, max_new_tokens=4, stop_ids=[EOS])
     with pytest.raises(ValueError, match="DT judges"):
         ReferenceStockTarget(target, random_head("DD-DT", target, draft))
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("tensorrt_llm") is not None, reason="tensorrt_llm installed")
+def test_run_engines_without_tensorrt_llm_says_what_is_missing(capsys):
+    from trtllm_autojudge.backends.trtllm_runner import main
+
+    assert main(["--draft_engine_dir", "d", "--target_engine_dir", "t", "--tokenizer_dir", "k", "--prompt", "x"]) == 2
+    assert "tensorrt-llm==1.2" in capsys.readouterr().err
