@@ -1,21 +1,23 @@
 """Build the TensorRT-LLM 1.2 draft and AutoJudge target engines (``trtllm-autojudge build-engines``).
 
-Steps, each one command (``--dry-run`` prints them and exits):
-1. convert the HF draft checkpoint (``python -m trtllm_autojudge.trt.convert``, TensorRT-LLM's
-   ``LLaMAForCausalLM.from_hugging_face``), ``--tp_size N`` ranks; for a judge whose setup reads
-   the draft's hidden states (DD-DT) with ``--draft_hidden_output`` (the ``autojudge_draft`` block);
-2. convert the HF target the same way and write the ``autojudge`` block (judge file, plugin
-   library, limits) into its config.json;
-3. ``trtllm-build`` the draft with the paged KV cache, for the executor: a stock engine for a DT
-   judge; for a DD-DT judge with ``--model_cls_file trtllm_autojudge/trt/draft_model_cls.py
-   --model_cls_name AutoJudgeDraftLLaMAForCausalLM`` (its last-token final-norm hidden states become
-   an engine output) and room for a context that ends at a draft node (``--max_input_len``);
-4. ``trtllm-build`` the target with ``--model_cls_file trtllm_autojudge/trt/model_cls.py
-   --model_cls_name AutoJudgeLLaMAForCausalLM``: context-only (``--kv_cache_type disabled``), packed
-   rows, the AutoJudgeAccept plugin after the LM head.
+Two routes (docs/deploy.md says when to use which); each is four commands (``--dry-run`` prints
+them and exits): convert the draft, convert the target with the route's config block, build the
+draft, build the target.
 
-The draft tree is a chain tree (``--depth D --width W``: the greedy chain plus W-1 leaf siblings
-per depth, see trtllm_autojudge/trt/packing.py); the engines are sized for it.
+``--route context`` (default): the target is context-only (``--kv_cache_type disabled``) with the
+AutoJudgeAccept plugin in accept mode after the LM head (``--model_cls_file
+trtllm_autojudge/trt/engine/target_model_cls.py``); it takes chain trees (``--depth D --width W``,
+see trtllm_autojudge/trt/runner/packing.py) and per-request thresholds, DT and DD-DT judges. For a
+DD-DT judge the draft is converted with ``--draft_hidden_output`` and built with
+``--model_cls_file trtllm_autojudge/trt/engine/draft_model_cls.py`` (its last-token final-norm
+hidden states become an engine output) and room for a context that ends at a draft node.
+
+``--route stock``: the target is a stock ``--speculative_decoding_mode draft_tokens_external``
+engine (paged KV cache, block reuse through paged context FMHA, ``--max_draft_len D``) built with
+``--model_cls_file trtllm_autojudge/trt/engine/stock_model_cls.py``: the plugin in logits mode
+between the LM head and ``logits``, one threshold per engine (``--threshold``, default the judge
+file's), DT judges. The draft is a stock paged-KV engine. Both run unchanged in the executor's and
+Triton's draft-target flows, with ``--tp_size N``.
 """
 from __future__ import annotations
 
@@ -28,16 +30,26 @@ import sys
 from pathlib import Path
 
 from trtllm_autojudge.judge.head import JudgeHead
-from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path
-from trtllm_autojudge.trt.io_spec import EngineBlock, engine_block
-from trtllm_autojudge.trt.packing import chain_tree
+from dataclasses import dataclass
+from typing import Callable
+
+from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path, stock_model_cls_path
+from trtllm_autojudge.trt.engine.io_spec import EngineBlock, engine_block
+from trtllm_autojudge.trt.engine.stock_spec import StockBlock, stock_block
+from trtllm_autojudge.trt.runner.packing import chain_tree
 
 MODEL_CLS_NAME = "AutoJudgeLLaMAForCausalLM"
 DRAFT_MODEL_CLS_NAME = "AutoJudgeDraftLLaMAForCausalLM"
+STOCK_MODEL_CLS_NAME = "AutoJudgeStockLLaMAForCausalLM"
+PLUGINS = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="trtllm-autojudge build-engines", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--route", choices=sorted(ROUTES), default="context",
+                    help="context: cache-free target returning the accepted tokens (trees, per-request thresholds); "
+                         "stock: KV-cached draft_tokens_external target whose logits the judge rewrites (executor, "
+                         "Triton BLS, TP unchanged); docs/deploy.md")
     ap.add_argument("--draft_model_dir", required=True, help="Hugging Face draft checkpoint (Llama family)")
     ap.add_argument("--target_model_dir", required=True, help="Hugging Face target checkpoint (Llama family)")
     ap.add_argument("--judge", required=True, help="judge file (trtllm-autojudge train), setup DT or DD-DT")
@@ -48,8 +60,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "the mpirun runner needs both equal, the Triton repository serves a --draft_tp_size 1 draft)")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--max_requests", type=int, default=8, help="sequences verified per cycle")
-    ap.add_argument("--depth", type=int, default=8, help="D: draft tokens along the greedy chain")
-    ap.add_argument("--width", type=int, default=1, help="W: draft candidates per depth (1 = plain chain)")
+    ap.add_argument("--depth", type=int, default=8, help="D: draft tokens along the greedy chain (stock: --max_draft_len)")
+    ap.add_argument("--width", type=int, default=1, help="W: draft candidates per depth (1 = plain chain; context route)")
+    ap.add_argument("--threshold", type=float, help="stock route: the engine's judge threshold (default: the judge file's)")
     ap.add_argument("--max_input_len", type=int, default=1024, help="longest prompt in tokens")
     ap.add_argument("--max_new_tokens", type=int, default=512, help="longest generation in tokens")
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs the conversion")
@@ -61,6 +74,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("tp_size", "draft_tp_size", "max_requests", "depth", "width", "max_input_len", "max_new_tokens"):
         if getattr(args, name) < 1:
             ap.error(f"--{name} must be >= 1")
+    if args.route == "stock" and args.width != 1:
+        ap.error("--width: the stock route verifies chains (draft_tokens_external has no tree input); use --route context")
+    if args.route == "context" and args.threshold is not None:
+        ap.error("--threshold: the context route takes a threshold per request at run time (run-engines --threshold)")
     return args
 
 
@@ -78,15 +95,15 @@ def judge_reads_draft_hidden(judge_file: str | Path) -> bool:
     return "DD" in JudgeHead.load(judge_file).blocks
 
 
-def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Path, draft_hidden: bool
-                    ) -> list[list[str]]:
-    """The four commands, in order (see the module docstring); ``draft_hidden``: the judge reads
-    the draft's hidden states, so the draft engine returns them."""
+def context_commands(args: argparse.Namespace, block: EngineBlock, block_file: Path) -> list[list[str]]:
+    """The context route's four commands, in order (see the module docstring); a DD-DT judge (it
+    reads the draft's hidden states) gets the draft engine that returns them."""
+    draft_hidden = judge_reads_draft_hidden(args.judge)
     out = Path(args.output_dir).resolve()
     ckpt, engines = out / "ckpt", out / "engines"
     longest = args.max_input_len + args.max_new_tokens + args.depth  # prefix + one path of draft tokens
-    convert = [args.python, "-m", "trtllm_autojudge.trt.convert", "--dtype", args.dtype]
-    plugins = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
+    convert = [args.python, "-m", "trtllm_autojudge.trt.engine.convert", "--dtype", args.dtype]
+    plugins = PLUGINS
     draft_convert = convert + ["--tp_size", str(args.draft_tp_size), "--model_dir",
                                str(Path(args.draft_model_dir).resolve()), "--output_dir", str(ckpt / "draft")]
     draft_build = [args.trtllm_build, "--checkpoint_dir", str(ckpt / "draft"), "--output_dir", str(engines / "draft"),
@@ -112,35 +129,90 @@ def engine_commands(args: argparse.Namespace, block: EngineBlock, block_file: Pa
     ]
 
 
-def check_inputs(args: argparse.Namespace, block: EngineBlock) -> None:
-    """Refuse a judge that does not fit the models before any long conversion starts."""
-    from trtllm_autojudge.trt.fields import engine_plugin_fields
+def stock_target_block(args: argparse.Namespace) -> StockBlock:
+    if not Path(args.judge).is_file():
+        raise FileNotFoundError(f"judge file {args.judge} does not exist: the stock target reads its weights (train "
+                                f"one with `trtllm-autojudge train --setup DT`)")
+    return stock_block(args.judge, args.plugin_lib, max_draft_len=args.depth, threshold=args.threshold)
 
+
+def stock_commands(args: argparse.Namespace, block: StockBlock, block_file: Path) -> list[list[str]]:
+    """The stock route's four commands, in order (see the module docstring)."""
+    out = Path(args.output_dir).resolve()
+    ckpt, engines = out / "ckpt", out / "engines"
+    prefix = args.max_input_len + args.max_new_tokens  # the longest context a request can reach
+    convert = [args.python, "-m", "trtllm_autojudge.trt.engine.convert", "--dtype", args.dtype]
+    # Block reuse (which the draft-target target requires) needs paged context FMHA.
+    paged = ["--use_paged_context_fmha", "enable", "--max_batch_size", str(args.max_requests)]
+    return [
+        convert + ["--tp_size", str(args.draft_tp_size), "--model_dir", str(Path(args.draft_model_dir).resolve()),
+                   "--output_dir", str(ckpt / "draft")],
+        convert + ["--tp_size", str(args.tp_size), "--model_dir", str(Path(args.target_model_dir).resolve()),
+                   "--output_dir", str(ckpt / "target"), "--stock_block", str(block_file)],
+        [args.trtllm_build, "--checkpoint_dir", str(ckpt / "draft"), "--output_dir", str(engines / "draft"), *PLUGINS,
+         *paged, "--max_input_len", str(prefix), "--max_seq_len", str(prefix + args.depth)],
+        [args.trtllm_build, "--checkpoint_dir", str(ckpt / "target"), "--output_dir", str(engines / "target"),
+         "--model_cls_file", str(stock_model_cls_path()), "--model_cls_name", STOCK_MODEL_CLS_NAME, *PLUGINS, *paged,
+         "--speculative_decoding_mode", "draft_tokens_external", "--max_draft_len", str(block.max_draft_len),
+         # a verification is one context of prefix + D draft tokens; it yields at most D + 1 tokens
+         "--max_input_len", str(prefix + args.depth), "--max_seq_len", str(prefix + args.depth + 1)],
+    ]
+
+
+def model_hidden_sizes(args: argparse.Namespace) -> dict[str, int]:
     sizes = {}
     for role, d in (("draft", args.draft_model_dir), ("target", args.target_model_dir)):
         cfg = Path(d) / "config.json"
         if not cfg.is_file():
             raise FileNotFoundError(f"{cfg} does not exist: --{role}_model_dir must be a Hugging Face checkpoint")
         sizes[role] = int(json.loads(cfg.read_text())["hidden_size"])
+    return sizes
+
+
+def check_context_inputs(args: argparse.Namespace, block: EngineBlock) -> None:
+    """Refuse a judge that does not fit the models before any long conversion starts."""
+    from trtllm_autojudge.trt.plugin.fields import engine_plugin_fields
+
+    sizes = model_hidden_sizes(args)
     engine_plugin_fields(block.judge_file, block.max_path_len, "accept", target_hidden=sizes["target"],
                          draft_hidden=sizes["draft"])
 
 
+def check_stock_inputs(args: argparse.Namespace, block: StockBlock) -> None:
+    from trtllm_autojudge.trt.engine.stock_spec import stock_plugin_fields
+
+    stock_plugin_fields(block, target_hidden=model_hidden_sizes(args)["target"])
+
+
+@dataclass(frozen=True)
+class Route:
+    """What differs between the routes: the config block, the four commands, the pre-build check."""
+
+    make_block: Callable[[argparse.Namespace], EngineBlock | StockBlock]
+    commands: Callable[[argparse.Namespace, object, Path], list[list[str]]]
+    check: Callable[[argparse.Namespace, object], None]
+
+
+ROUTES = {"context": Route(target_block, context_commands, check_context_inputs),
+          "stock": Route(stock_target_block, stock_commands, check_stock_inputs)}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    block = target_block(args)
+    route = ROUTES[args.route]
+    block = route.make_block(args)
     block_file = Path(args.output_dir).resolve() / "autojudge_block.json"
     if not args.dry_run and importlib.util.find_spec("tensorrt_llm") is None:
         print("tensorrt_llm is not importable: building engines needs a GPU host with `pip install "
               "tensorrt-llm==1.2.*` (docs/deploy.md). `--dry-run` prints the commands without it.", file=sys.stderr)
         return 2
-    commands = engine_commands(args, block, block_file, judge_reads_draft_hidden(args.judge))
+    commands = route.commands(args, block, block_file)
     if args.dry_run:
         print(f"# {block_file}\n{json.dumps(block.to_json(), indent=2)}")
         for cmd in commands:
             print(shlex.join(cmd))
         return 0
-    check_inputs(args, block)
+    route.check(args, block)
     block_file.parent.mkdir(parents=True, exist_ok=True)
     block_file.write_text(json.dumps(block.to_json(), indent=2))
     for cmd in commands:

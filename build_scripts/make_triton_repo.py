@@ -1,10 +1,15 @@
-"""Generate a Triton model repository for the AutoJudge TensorRT-LLM 1.2 engines.
+"""Generate a Triton model repository for the AutoJudge TensorRT-LLM 1.2 engines, on either route.
 
-``python build_scripts/make_triton_repo.py --output_dir triton_repo --draft_engine_dir E/draft \\
-    --target_engine_dir E/target --tokenizer_dir HF_TARGET``
+``--route context`` (default): ``python build_scripts/make_triton_repo.py --output_dir triton_repo
+--draft_engine_dir E/draft --target_engine_dir E/target --tokenizer_dir HF_TARGET`` writes
+preprocessing, postprocessing, tensorrt_llm_draft (stock tensorrtllm backend), autojudge_target and
+autojudge_bls (this package's Python models); see trtllm_autojudge/trt/triton/config.py.
 
-Writes preprocessing, postprocessing, tensorrt_llm_draft (stock tensorrtllm backend),
-autojudge_target and autojudge_bls (Python backend); see trtllm_autojudge/trt/triton_config.py.
+``--route stock``: add ``--backend_models_dir <tensorrtllm_backend>/all_models/inflight_batcher_llm``;
+writes tensorrtllm_backend's own preprocessing, postprocessing, tensorrt_llm (the stock-route target),
+tensorrt_llm_draft and tensorrt_llm_bls with the draft-target parameters filled in, no custom
+Python model; see trtllm_autojudge/trt/triton/stock.py.
+
 Paths are written as given, made absolute: give the paths the Triton server will see.
 """
 from __future__ import annotations
@@ -13,28 +18,43 @@ import argparse
 import sys
 from pathlib import Path
 
-from trtllm_autojudge.trt.triton_config import make_repository
+from trtllm_autojudge.trt.triton.config import make_repository
+from trtllm_autojudge.trt.triton.stock import make_stock_repository
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="make_triton_repo.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--route", choices=["context", "stock"], default="context", help="docs/deploy.md")
     ap.add_argument("--output_dir", required=True, help="model repository to write (tritonserver --model-repository)")
     ap.add_argument("--draft_engine_dir", required=True)
-    ap.add_argument("--target_engine_dir", required=True, help="AutoJudge target engine built with --tp_size 1")
+    ap.add_argument("--target_engine_dir", required=True, help="context route: built with --tp_size 1 or N (spawned "
+                    "ranks); stock route: built with build-engines --route stock")
     ap.add_argument("--tokenizer_dir", required=True)
-    ap.add_argument("--max_batch_size", type=int, default=8, help="draft model's in-flight batch")
+    ap.add_argument("--max_batch_size", type=int, default=8, help="in-flight batch of the engine models")
     ap.add_argument("--bls_instances", type=int, default=4, help="concurrent requests the BLS model serves")
-    ap.add_argument("--kv_cache_fraction", type=float, default=0.4, help="GPU memory share of the draft's KV cache")
-    return ap.parse_args(argv)
+    ap.add_argument("--kv_cache_fraction", type=float, default=0.4, help="GPU memory share of each engine's KV cache")
+    ap.add_argument("--backend_models_dir", help="stock route: tensorrtllm_backend's all_models/inflight_batcher_llm")
+    ap.add_argument("--target_gpus", default="", help="stock route: gpu_device_ids of the target (e.g. 0,1 for TP 2)")
+    ap.add_argument("--draft_gpus", default="", help="stock route: gpu_device_ids of the draft")
+    args = ap.parse_args(argv)
+    if args.route == "stock" and not args.backend_models_dir:
+        ap.error("--route stock needs --backend_models_dir: the stock models come from your tensorrtllm_backend checkout")
+    if args.route == "context" and (args.backend_models_dir or args.target_gpus or args.draft_gpus):
+        ap.error("--backend_models_dir / --target_gpus / --draft_gpus belong to --route stock")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     absolute = lambda p: str(Path(p).expanduser().absolute())  # noqa: E731
-    written = make_repository(args.output_dir, draft_engine_dir=absolute(args.draft_engine_dir),
-                              target_engine_dir=absolute(args.target_engine_dir),
-                              tokenizer_dir=absolute(args.tokenizer_dir), max_batch_size=args.max_batch_size,
-                              bls_instances=args.bls_instances, kv_cache_fraction=args.kv_cache_fraction)
+    common = dict(draft_engine_dir=absolute(args.draft_engine_dir), target_engine_dir=absolute(args.target_engine_dir),
+                  tokenizer_dir=absolute(args.tokenizer_dir), max_batch_size=args.max_batch_size,
+                  bls_instances=args.bls_instances, kv_cache_fraction=args.kv_cache_fraction)
+    if args.route == "stock":
+        written = make_stock_repository(args.output_dir, absolute(args.backend_models_dir), target_gpus=args.target_gpus,
+                                        draft_gpus=args.draft_gpus, **common)
+    else:
+        written = make_repository(args.output_dir, **common)
     for path in written:
         print(path)
     return 0

@@ -11,10 +11,10 @@ import pytest
 
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path
-from trtllm_autojudge.trt.convert import parse_args as convert_args
-from trtllm_autojudge.trt.convert import write_autojudge_block, write_draft_block
-from trtllm_autojudge.trt.draft_spec import DRAFT_BLOCK_KEY, DRAFT_HIDDEN_OUTPUT, engine_hidden_output
-from trtllm_autojudge.trt.io_spec import BLOCK_KEY, DRAFT_HIDDEN, EngineBlock, accept_engine_inputs, engine_block
+from trtllm_autojudge.trt.engine.convert import parse_args as convert_args
+from trtllm_autojudge.trt.engine.convert import write_autojudge_block, write_draft_block
+from trtllm_autojudge.trt.engine.draft_spec import DRAFT_BLOCK_KEY, DRAFT_HIDDEN_OUTPUT, engine_hidden_output
+from trtllm_autojudge.trt.engine.io_spec import BLOCK_KEY, DRAFT_HIDDEN, EngineBlock, accept_engine_inputs, engine_block
 
 REPO = Path(__file__).resolve().parents[1]
 build_main = runpy.run_path(str(REPO / "build_scripts" / "build_engines.py"))["main"]
@@ -46,7 +46,7 @@ def test_dry_run_prints_convert_and_build_commands(capsys, tmp_path):
     assert len(cmds) == 4
     conv_draft, conv_target, build_draft, build_target = cmds
     for conv in (conv_draft, conv_target):
-        assert conv[1:3] == ["-m", "trtllm_autojudge.trt.convert"] and flag(conv, "--tp_size") == "4"
+        assert conv[1:3] == ["-m", "trtllm_autojudge.trt.engine.convert"] and flag(conv, "--tp_size") == "4"
     assert "--autojudge_block" in conv_target and "--autojudge_block" not in conv_draft
     assert build_draft[0] == build_target[0] == "trtllm-build"
     assert flag(build_draft, "--checkpoint_dir") == flag(conv_draft, "--output_dir")

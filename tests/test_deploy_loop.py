@@ -8,12 +8,12 @@ from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
-from trtllm_autojudge.trt import io_spec
-from trtllm_autojudge.trt.chain_drafter import ChainTreeDrafter
-from trtllm_autojudge.trt.drafts import draft_from_outputs, node_context, top_tokens, unfed_nodes
-from trtllm_autojudge.trt.loop import engine_generate
-from trtllm_autojudge.trt.packing import chain_tree, check_chain_tree, engine_feed, pack_cycle, tree_from_chain
-from trtllm_autojudge.trt.reference_engine import ReferenceDraftEngine, ReferenceDrafter, ReferenceTargetEngine
+from trtllm_autojudge.trt.engine import io_spec
+from trtllm_autojudge.trt.runner.chain_drafter import ChainTreeDrafter
+from trtllm_autojudge.trt.runner.drafts import draft_from_outputs, node_context, top_tokens, unfed_nodes
+from trtllm_autojudge.trt.runner.loop import engine_generate
+from trtllm_autojudge.trt.runner.packing import chain_tree, check_chain_tree, engine_feed, pack_cycle, tree_from_chain
+from trtllm_autojudge.trt.runner.reference_engine import ReferenceDraftEngine, ReferenceDrafter, ReferenceTargetEngine
 
 MAX_NEW = 16
 

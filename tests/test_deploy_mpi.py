@@ -10,12 +10,15 @@ import pytest
 from mpi_launch import mpirun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 
 
 
 def test_two_ranks_decide_the_same_token_for_token():
     pytest.importorskip("mpi4py")
-    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+    # PYTHONPATH: the ranks import this checkout, not an installed copy of the package
+    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     done = subprocess.run([*mpirun(), "-n", "2", sys.executable, os.path.abspath(__file__)], capture_output=True,
                           text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -32,16 +35,16 @@ def rank_main() -> None:
     from trtllm_autojudge.decoding.modes import JudgeRule
     from trtllm_autojudge.decoding.speculative import speculative_generate
     from trtllm_autojudge.judge.head import JudgeHead
-    from trtllm_autojudge.trt.loop import engine_generate
-    from trtllm_autojudge.trt.packing import chain_tree, pack_cycle
-    from trtllm_autojudge.trt.reference_engine import ReferenceDrafter, ReferenceTargetEngine
-    from trtllm_autojudge.trt.tp import check_rank_agreement, same_on_all_ranks
+    from trtllm_autojudge.trt.runner.loop import engine_generate
+    from trtllm_autojudge.trt.runner.packing import chain_tree, pack_cycle
+    from trtllm_autojudge.trt.runner.reference_engine import ReferenceDrafter, ReferenceTargetEngine
+    from trtllm_autojudge.trt.runner.tp import check_rank_agreement, same_on_all_ranks
 
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     # Every rank holds the same weights (TP ranks hold shards, but their final hidden states and
-    # logits are replicated: see trtllm_autojudge/trt/tp.py).
+    # logits are replicated: see trtllm_autojudge/trt/runner/tp.py).
     target, draft = tiny_pair(seed=0)
     target.model.double()
     draft.model.double()

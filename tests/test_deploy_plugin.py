@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
-from trtllm_autojudge.trt import contract, library
-from trtllm_autojudge.trt.contract import (FIELD_DTYPES, accept_input_names, check_accept_input_shapes,
+from trtllm_autojudge.trt.plugin import contract, library
+from trtllm_autojudge.trt.plugin.contract import (FIELD_DTYPES, accept_input_names, check_accept_input_shapes,
                                            check_plugin_fields, plugin_field_specs)
-from trtllm_autojudge.trt.fields import engine_plugin_fields
+from trtllm_autojudge.trt.plugin.fields import engine_plugin_fields
 
 HD, HT = 24, 40
 

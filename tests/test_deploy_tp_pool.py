@@ -7,6 +7,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 MAX_NEW = 12
 
 
@@ -18,7 +19,7 @@ def reference_verifier(rank, setup="DT"):
 
     from tiny_models import tiny_pair
     from trtllm_autojudge.judge.head import JudgeHead
-    from trtllm_autojudge.trt.reference_engine import ReferenceTargetEngine
+    from trtllm_autojudge.trt.runner.reference_engine import ReferenceTargetEngine
 
     torch.set_num_threads(1)
     target, _ = tiny_pair(seed=0)
@@ -35,7 +36,9 @@ def test_spawned_ranks_serve_the_engine_loop():
     pytest.importorskip("mpi4py")
     from test_deploy_mpi import mpirun
 
-    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+    # PYTHONPATH: the ranks import this checkout, not an installed copy of the package
+    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     done = subprocess.run([*mpirun(), "-n", "1", "--oversubscribe", sys.executable, os.path.abspath(__file__)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -50,10 +53,10 @@ def parent_main() -> None:
     from tiny_models import EOS, VOCAB, tiny_pair
     from trtllm_autojudge.decoding.modes import JudgeRule
     from trtllm_autojudge.decoding.speculative import speculative_generate
-    from trtllm_autojudge.trt.loop import engine_generate
-    from trtllm_autojudge.trt.packing import chain_tree
-    from trtllm_autojudge.trt.reference_engine import ReferenceDrafter
-    from trtllm_autojudge.trt.tp_pool import SpawnedTargetPool
+    from trtllm_autojudge.trt.runner.loop import engine_generate
+    from trtllm_autojudge.trt.runner.packing import chain_tree
+    from trtllm_autojudge.trt.runner.reference_engine import ReferenceDrafter
+    from trtllm_autojudge.trt.runner.tp_pool import SpawnedTargetPool
 
     torch.set_num_threads(1)
     target, draft = tiny_pair(seed=0)

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from trtllm_autojudge.decoding.acceptance import Acceptance
-from trtllm_autojudge.trt.packing import chain_tree, pack_cycle
-from trtllm_autojudge.trt.pbtxt import Enum, parameters, to_pbtxt
-from trtllm_autojudge.trt.triton_config import MODELS
-from trtllm_autojudge.trt.triton_io import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
+from trtllm_autojudge.trt.runner.packing import chain_tree, pack_cycle
+from trtllm_autojudge.trt.triton.pbtxt import Enum, parameters, to_pbtxt
+from trtllm_autojudge.trt.triton.config import MODELS
+from trtllm_autojudge.trt.triton.stock import STOCK_MODELS, make_stock_repository
+from trtllm_autojudge.trt.triton.tensors import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
                                             tensors_to_cycle)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,3 +103,78 @@ def test_cycle_and_acceptance_tensors_round_trip():
     assert again.tokens(0) == [1, 3, 9] and again.tokens(1) == [5] and again.judged_count.tolist() == [1, 0]
     with pytest.raises(ValueError, match="lacks"):
         tensors_to_cycle({"input_ids": cycle.input_ids})
+
+
+# ---------------------------------------------------------------------------------------------
+# Stock route: tensorrtllm_backend's own models with the draft-target parameters filled in.
+
+def fake_backend_models(root: Path) -> Path:
+    """Templates shaped like tensorrtllm_backend's inflight_batcher_llm configs (written here, not
+    copied): placeholders in numbers, enums, booleans and strings, and one this tool does not know."""
+    def param(key):
+        return f'parameters: {{\n  key: "{key}"\n  value: {{\n    string_value: "${{{key}}}"\n  }}\n}}\n'
+
+    engine = ('name: "tensorrt_llm"\nbackend: "${triton_backend}"\nmax_batch_size: ${triton_max_batch_size}\n'
+              'model_transaction_policy {\n  decoupled: ${decoupled_mode}\n}\n'
+              'dynamic_batching {\n  max_queue_delay_microseconds: ${max_queue_delay_microseconds}\n}\n'
+              'input [\n  {\n    name: "input_ids"\n    data_type: TYPE_INT32\n    dims: [ -1 ]\n  },\n'
+              '  {\n    name: "draft_input_ids"\n    data_type: TYPE_INT32\n    dims: [ -1 ]\n    optional: true\n  }\n]\n'
+              'output [\n  {\n    name: "generation_logits"\n    data_type: ${logits_datatype}\n    dims: [ -1, -1, -1 ]\n'
+              '  }\n]\n' + "".join(param(k) for k in ("engine_dir", "enable_kv_cache_reuse", "gpu_device_ids",
+                                                       "kv_cache_free_gpu_mem_fraction", "lora_cache_max_adapter_size")))
+    python = lambda name, count: (f'name: "{name}"\nbackend: "python"\nmax_batch_size: ${{triton_max_batch_size}}\n'  # noqa: E731
+                                  f'instance_group [\n  {{\n    count: ${{{count}}}\n    kind: KIND_CPU\n  }}\n]\n')
+    configs = {
+        "tensorrt_llm": engine,
+        "preprocessing": python("preprocessing", "preprocessing_instance_count") + param("tokenizer_dir"),
+        "postprocessing": python("postprocessing", "postprocessing_instance_count") + param("tokenizer_dir"),
+        "tensorrt_llm_bls": python("tensorrt_llm_bls", "bls_instance_count") + "".join(
+            param(k) for k in ("tensorrt_llm_model_name", "tensorrt_llm_draft_model_name", "accumulate_tokens")),
+    }
+    for name, text in configs.items():
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "config.pbtxt").write_text(text)
+        if name != "tensorrt_llm":
+            (root / name / "1" / "model.py").write_text(f"# {name}: tensorrtllm_backend's model\n")
+    return root
+
+
+def test_stock_repository_fills_the_backends_own_models(tmp_path):
+    pb2 = model_config_pb2()
+    backend = fake_backend_models(tmp_path / "inflight_batcher_llm")
+    main = runpy.run_path(str(REPO / "build_scripts" / "make_triton_repo.py"))["main"]
+    assert main(["--route", "stock", "--output_dir", str(tmp_path / "repo"), "--backend_models_dir", str(backend),
+                 "--draft_engine_dir", str(tmp_path / "e/draft"), "--target_engine_dir", str(tmp_path / "e/target"),
+                 "--tokenizer_dir", str(tmp_path / "hf"), "--max_batch_size", "4", "--target_gpus", "0,1"]) == 0
+    parsed = {p.parent.name: parse(pb2, p.read_text()) for p in (tmp_path / "repo").glob("*/config.pbtxt")}
+    assert sorted(parsed) == sorted(STOCK_MODELS)
+    for name, cfg in parsed.items():
+        assert cfg.name == name and cfg.max_batch_size == 4
+    target, draft, bls = parsed["tensorrt_llm"], parsed["tensorrt_llm_draft"], parsed["tensorrt_llm_bls"]
+    assert target.backend == draft.backend == "tensorrtllm" and not target.model_transaction_policy.decoupled
+    assert target.parameters["engine_dir"].string_value == str(tmp_path / "e/target")
+    assert draft.parameters["engine_dir"].string_value == str(tmp_path / "e/draft")
+    for engine in (target, draft):
+        assert engine.parameters["enable_kv_cache_reuse"].string_value == "true"  # the draft-target target needs it
+        assert engine.output[0].data_type == pb2.TYPE_FP32
+        assert engine.parameters["lora_cache_max_adapter_size"].string_value == "${lora_cache_max_adapter_size}"
+    assert target.parameters["gpu_device_ids"].string_value == "0,1"
+    assert draft.parameters["gpu_device_ids"].string_value == "${gpu_device_ids}"  # unset: the backend's default
+    assert bls.parameters["tensorrt_llm_model_name"].string_value == "tensorrt_llm"
+    assert bls.parameters["tensorrt_llm_draft_model_name"].string_value == "tensorrt_llm_draft"  # the BLS's DTM loop
+    assert bls.instance_group[0].count == 4
+    assert (tmp_path / "repo/tensorrt_llm_bls/1/model.py").read_text().startswith("# tensorrt_llm_bls")  # copied
+
+
+def test_stock_repository_refuses_templates_it_cannot_fill(tmp_path):
+    backend = fake_backend_models(tmp_path / "b")
+    (backend / "preprocessing" / "config.pbtxt").write_text('name: "preprocessing"\nmax_batch_size: ${new_knob}\n')
+    kwargs = dict(draft_engine_dir="d", target_engine_dir="t", tokenizer_dir="k")
+    with pytest.raises(ValueError, match=r"no value for \['new_knob'\]"):
+        make_stock_repository(tmp_path / "repo", backend, **kwargs)
+    with pytest.raises(FileNotFoundError, match="all_models/inflight_batcher_llm"):
+        make_stock_repository(tmp_path / "repo", tmp_path / "nowhere", **kwargs)
+    main = runpy.run_path(str(REPO / "build_scripts" / "make_triton_repo.py"))["main"]
+    with pytest.raises(SystemExit):
+        main(["--route", "stock", "--output_dir", "o", "--draft_engine_dir", "d", "--target_engine_dir", "t",
+              "--tokenizer_dir", "k"])  # no --backend_models_dir

@@ -16,6 +16,11 @@ import torch
 from trtllm_autojudge.decoding.acceptance import PAD, accept_tree
 from trtllm_autojudge.decoding.rules import judge_relaxed
 from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.trt.plugin import packed_step
+from trtllm_autojudge.trt.plugin.packed_step import StepMismatch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import packed_steps  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     shutil.which("cmake") is None or (shutil.which("c++") is None and shutil.which("g++") is None),
@@ -213,67 +218,132 @@ def test_score_rows_argmax_and_dot_product(core, dtype, vocab):
 
 
 # ---------------------------------------------------------------------------------------------
-# Logits mode == accept mode, on packed TensorRT-LLM steps.
+# Logits mode: the packed-step segmentation and the rewrite, host core == Python reference
+# (trt/plugin/packed_step.py), and exact-match acceptance of the rewritten logits == judge acceptance.
 
-def packed_step(rng: np.random.Generator, vocab: int):
-    """A step laid out as TensorRT-LLM 1.2 packs it: per request its input tokens (a context chunk
-    or the last token, then the draft tokens) and 1 + d logits rows."""
-    input_ids, last_token_ids, tokens_per_request, chains = [], [], [], []
-    for _ in range(int(rng.integers(1, 7))):
-        chunk = int(rng.integers(1, 6)) if rng.random() < 0.5 else 1  # context chunk, or a generation request
-        d = int(rng.integers(0, 9))
-        tokens = rng.integers(0, vocab, size=chunk + d).tolist()
-        start = len(input_ids)
-        input_ids += tokens
-        rows = list(range(len(last_token_ids), len(last_token_ids) + d + 1))
-        last_token_ids += [start + chunk + j for j in range(d + 1)]  # 1-based positions
-        tokens_per_request.append(chunk + d)
-        chains.append((rows, tokens[chunk:]))
-    return (np.array(input_ids, np.int32), np.array(last_token_ids, np.int32), np.array(tokens_per_request, np.int32),
-            chains)
+def as_dtype(logits: np.ndarray, dtype: str) -> np.ndarray:
+    return {"float32": logits, "float16": logits.astype(np.float16), "bfloat16": to_bf16_bits(logits)}[dtype]
+
+
+def values_of(logits: np.ndarray) -> np.ndarray:
+    return bf16_values(logits) if logits.dtype == np.uint16 else logits.astype(np.float32)
+
+
+def test_segmentation_equals_the_reference_on_random_packed_steps(core):
+    rng = np.random.default_rng(15)
+    mismatches = refused = well_formed = 0
+    for case in range(4000):
+        step = packed_steps.random_step(rng, vocab=50)
+        if case % 2:
+            step = packed_steps.corrupt(step, rng, vocab=50)
+        args = (step.last_token_ids, len(step.input_ids), step.request_types, step.host_context_lengths)
+        try:
+            want = packed_step.segment_step(*args)
+        except packed_step.StepMismatch:
+            with pytest.raises(StepMismatch):
+                core.segment_step(*args)
+            mismatches += 1
+            continue
+        got = core.segment_step(*args)
+        np.testing.assert_array_equal(got[0], want[0], err_msg=f"first rows, case {case} {step.corrupted}")
+        np.testing.assert_array_equal(got[1], want[1], err_msg=f"draft counts, case {case} {step.corrupted}")
+        refused += int((want[1] == packed_step.REFUSED).sum())
+        if not step.corrupted:  # the rule finds the layout the step was built with
+            np.testing.assert_array_equal(want[0], step.first_row)
+            np.testing.assert_array_equal(want[1], step.num_drafts)
+            well_formed += 1
+    assert mismatches > 100 and refused > 300 and well_formed == 2000, (mismatches, refused, well_formed)
+
+
+def test_segmentation_rule_on_hand_cases():
+    seg = packed_step.segment_step
+    # a context request of 5 tokens with 2 drafts (rows at 3, 4, 5), then two generation beams
+    first, k = seg(np.array([3, 4, 5, 6, 7]), 7, np.array([0, 1, 1]), np.array([5, 9, 9]))
+    assert first.tolist() == [0, 3, 4] and k.tolist() == [2, 0, 0]
+    # the same rows with the root one token early: not the last 1 + K tokens -> refused
+    assert seg(np.array([2, 4, 5]), 5, np.array([0]), np.array([5]))[1].tolist() == [packed_step.REFUSED]
+    # more rows than tokens, and no row at all -> refused
+    assert seg(np.array([1, 1, 2]), 2, np.array([0]), np.array([2]))[1].tolist() == [packed_step.REFUSED]
+    assert seg(np.array([3]), 4, np.array([0, 1]), np.array([3, 4]))[1].tolist() == [0, packed_step.REFUSED]
+    # a generation sequence holds one token whatever its context length says (LoRA plugin rule)
+    with pytest.raises(packed_step.StepMismatch, match="hold 2 tokens"):
+        seg(np.array([1, 2]), 3, np.array([1, 1]), np.array([3, 3]))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_logits_mode_equals_accept_mode(core, dtype):
+def test_rewrite_equals_the_reference_and_exact_match_acceptance_equals_the_judge(core, dtype):
     rng = np.random.default_rng({"float32": 1, "float16": 2, "bfloat16": 3}[dtype])
     vocab, ht = 6, 16
-    for step in range(300):
-        input_ids, last_token_ids, tokens_per_request, chains = packed_step(rng, vocab)
-        L = len(last_token_ids)
-        logits = rng.normal(size=(L, vocab)).astype(np.float32)
-        hidden = rng.normal(size=(L, ht)).astype(np.float32)
-        if dtype == "float16":
-            logits = logits.astype(np.float16)
-        elif dtype == "bfloat16":
-            logits = to_bf16_bits(logits)
+    judged_rows = 0
+    for case in range(1200):
+        step = packed_steps.random_step(rng, vocab)
+        L = len(step.last_token_ids)
+        logits = as_dtype(rng.normal(size=(L, vocab)).astype(np.float32), dtype)
+        hidden = rng.normal(size=(L, ht)).astype(np.float32)  # the LM head's input rows: the DT feature
         weight = rng.normal(size=ht).astype(np.float32)
-        threshold = float(rng.choice([0.0, 1.0, rng.random()]))
         argmax, judge_logit = core.score_rows(logits, hidden, weight, 0.1)
-        rewritten = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, tokens_per_request,
-                                        threshold)
-        assert rewritten.dtype == logits.dtype
-        values = (lambda a: bf16_values(a)) if dtype == "bfloat16" else (lambda a: a.astype(np.float32))
-        new_argmax = np.argmax(values(rewritten), axis=1)
-        changed = (rewritten != logits).sum(axis=1)
-        assert changed.max(initial=0) <= 1, "at most one entry per row changes"
-        for rows, drafts in chains:
-            d = len(drafts)
-            draft_tokens = np.array([drafts], np.int32).reshape(1, d)
-            paths = np.arange(d + 1, dtype=np.int32)[None, None]
-            want = accept_tree(draft_tokens, argmax[rows][None], paths,
-                               judge_relaxed(judge_logit[rows][None].astype(np.float64), threshold))
-            # the stock decoder: exact-match acceptance on the rewritten logits
-            got = accept_tree(draft_tokens, new_argmax[rows][None], paths)
-            np.testing.assert_array_equal(got.accepted_tokens, want.accepted_tokens, err_msg=f"step {step}")
-            assert got.accepted_len[0] == want.accepted_len[0]
-            for j in range(1, d + 1):  # a rewritten row makes its draft token the unique maximum
-                row = rows[j - 1]
-                if changed[row]:
-                    assert values(rewritten)[row, drafts[j - 1]] > np.delete(values(rewritten)[row], drafts[j - 1]).max()
+        packed_steps.steer_drafts(step, argmax, rng)
+        if case % 3 == 2:
+            step = packed_steps.corrupt(step, rng, vocab)
+        threshold = float(rng.choice([0.0, 1.0, rng.random()]))
+        args = (step.input_ids, step.last_token_ids, step.request_types, step.host_context_lengths, threshold)
+        L = len(step.last_token_ids)
+        if L != len(argmax):  # a corruption added or removed a row: score the rows again
+            logits = as_dtype(rng.normal(size=(L, vocab)).astype(np.float32), dtype)
+            argmax, judge_logit = core.score_rows(logits, rng.normal(size=(L, ht)).astype(np.float32), weight, 0.1)
+        try:
+            want = packed_step.rewrite_logits(logits, argmax, judge_logit, *args)
+        except packed_step.StepMismatch:
+            with pytest.raises(StepMismatch):
+                core.rewrite_logits(logits, argmax, judge_logit, *args)
+            continue
+        got = core.rewrite_logits(logits, argmax, judge_logit, *args)
+        assert got.dtype == logits.dtype
+        np.testing.assert_array_equal(got, want, err_msg=f"case {case} {step.corrupted}")
+        assert ((got != logits).sum(axis=1) <= 1).all(), "at most one entry per row changes"
+        new_argmax = np.argmax(values_of(got), axis=1)
+        first_row, num_drafts = packed_step.segment_step(step.last_token_ids, len(step.input_ids),
+                                                         step.request_types, step.host_context_lengths)
+        parents = {r for first, k in zip(first_row.tolist(), num_drafts.tolist()) for r in range(first, first + k)}
+        changed_rows = set(np.flatnonzero((got != logits).any(axis=1)).tolist())
+        assert changed_rows <= parents, f"case {case}: only parent rows of accepted sequences change, never refused ones"
+        for first, k in zip(first_row.tolist(), num_drafts.tolist()):
+            if k == packed_step.REFUSED:
+                continue
+            rows = list(range(first, first + k + 1))
+            drafts = step.input_ids[step.last_token_ids[rows[1:]] - 1].reshape(1, k)
+            paths = np.arange(k + 1, dtype=np.int32)[None, None]
+            judge = accept_tree(drafts, argmax[rows][None], paths,
+                                judge_relaxed(judge_logit[rows][None].astype(np.float64), threshold))
+            stock = accept_tree(drafts, new_argmax[rows][None], paths)  # the stock decoder: exact match
+            np.testing.assert_array_equal(stock.accepted_tokens, judge.accepted_tokens, err_msg=f"case {case}")
+            judged_rows += int(judge.judged_count[0])
+            for j in range(k):  # a rewritten row makes its draft token the unique maximum
+                row, token = rows[j], int(drafts[0, j])
+                if (got[row] != logits[row]).any():
+                    others = np.delete(values_of(got)[row], token)
+                    assert values_of(got)[row, token] > others.max()
+    assert judged_rows > 100  # the judge let mismatches through, so rows were really rewritten
+
+
+def test_refused_sequences_keep_their_rows(core):
+    # request 0: context, 4 tokens, rows at 2, 3, 4 (root 2, drafts 3, 4) but row 1 moved to 1 -> refused
+    input_ids = np.array([0, 1, 2, 2, 5], np.int32)
+    last_token_ids = np.array([1, 3, 4, 5], np.int32)
+    types, lengths = np.array([0, 1]), np.array([4, 7])
+    logits = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+    argmax, judge_logit = core.score_rows(logits, np.zeros((4, 1), np.float32), np.zeros(1), -50.0)  # judge: yes
+    out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, types, lengths, 1.0)
+    np.testing.assert_array_equal(out, logits)
+    assert core.segment_step(last_token_ids, 5, types, lengths)[1].tolist() == [packed_step.REFUSED, 0]
+    # the aligned layout of the same step rewrites (the judge accepts every mismatch)
+    aligned = np.array([2, 3, 4, 5], np.int32)
+    assert core.segment_step(aligned, 5, types, lengths)[1].tolist() == [2, 0]
+    assert (core.rewrite_logits(logits, argmax, judge_logit, input_ids, aligned, types, lengths, 1.0) != logits).any()
 
 
 def test_logits_mode_leaves_rows_without_a_finite_value_above_their_maximum(core):
-    input_ids = np.array([0, 1, 1, 1], np.int32)  # request 0: token 0 then drafts 1, 1, 1
+    input_ids = np.array([0, 1, 1, 1], np.int32)  # one context request: token 0 then drafts 1, 1, 1
     last_token_ids = np.array([1, 2, 3, 4], np.int32)
     logits = np.zeros((4, 3), np.float32)
     logits[0, 2] = np.finfo(np.float32).max  # no finite value above
@@ -281,21 +351,30 @@ def test_logits_mode_leaves_rows_without_a_finite_value_above_their_maximum(core
     logits[2, 0] = 5.0  # rewritable
     argmax, _ = core.score_rows(logits, np.zeros((4, 1), np.float32), np.zeros(1), 0.0)
     judge_logit = np.full(4, -10.0, np.float32)  # the judge accepts every draft
-    out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, np.array([4]), 0.5)
+    out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, np.array([0]), np.array([4]), 0.5)
     np.testing.assert_array_equal(out[:2], logits[:2])
     assert out[2, 1] == np.nextafter(np.float32(5.0), np.float32(np.inf)) and np.argmax(out[2]) == 1
     np.testing.assert_array_equal(out[3], logits[3])  # the last row has no draft child
+    want = packed_step.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, [0], [4], 0.5)
+    np.testing.assert_array_equal(out, want)
 
 
-def test_logits_mode_ignores_inconsistent_segmentation(core):
-    logits = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
-    argmax, judge_logit = core.score_rows(logits, np.zeros((5, 1), np.float32), np.zeros(1), -50.0)
-    for input_ids, last_token_ids, tokens in (
-            (np.array([3, 3], np.int32), np.array([1, 2, 3, 4, 5], np.int32), np.array([5])),  # positions past T
-            (np.array([0, 1, 2, 3, 3], np.int32), np.array([5, 4, 3, 2, 1], np.int32), np.array([5])),  # not ascending
-            (np.arange(5, dtype=np.int32), np.array([1, 2, 3, 4, 5], np.int32), np.array([99, -3, 7]))):
-        out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, tokens, 1.0)
-        assert out.shape == logits.shape and ((out != logits).sum(axis=1) <= 1).all()
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint16])
+def test_next_above_reference_on_edge_values(dtype):
+    unsigned = np.uint32 if dtype == np.float32 else np.uint16
+    if dtype == np.uint16:  # bfloat16 bits
+        bits = lambda v: int(to_bf16_bits(np.array([v], np.float32))[0])  # noqa: E731
+        value = lambda b: float(bf16_values(np.array([b], np.uint16))[0])  # noqa: E731
+        largest = float(bf16_values(np.array([0x7F7F], np.uint16))[0])
+    else:
+        bits = lambda v: int(np.array([v], dtype).view(unsigned)[0])  # noqa: E731
+        value = lambda b: float(np.array([b], unsigned).view(dtype)[0])  # noqa: E731
+        largest = float(np.finfo(dtype).max)
+    for v in (0.0, -0.0, 1.0, -1.0, 3.5, -1e-3):
+        above = packed_step.next_above(bits(v), dtype)
+        assert value(above) > v and value(above) - v < 0.02 * max(abs(v), 1e-30) + 1e-30 + (abs(v) < 1e-20) * 1e-4
+    for v in (np.inf, -np.inf, np.nan, largest):
+        assert packed_step.next_above(bits(v), dtype) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,22 +439,27 @@ def test_torch_ops_check_their_arguments():
     with pytest.raises(ValueError, match=r"paths must be \[B, P, D \+ 1\]"):
         accept(logits, hidden, draft_tokens, draft_lens, paths[:, 0], threshold, weight, bias)
     with pytest.raises(ValueError, match=r"last_token_ids must be \[L\]"):
-        rewrite_logits(logits, hidden, torch.zeros(3), torch.zeros(2), torch.ones(1), 0.5, weight, bias)
+        rewrite_logits(logits, hidden, torch.zeros(3), torch.zeros(2), torch.ones(1), torch.ones(1), 0.5, weight, bias)
+    with pytest.raises(ValueError, match=r"host_context_lengths must be \[S\] \(CPU\)"):
+        rewrite_logits(logits, hidden, torch.zeros(3), torch.zeros(len(logits)), torch.ones(2), torch.ones(1), 0.5,
+                       weight, bias)
 
 
 def test_torch_rewrite_logits_op_on_cpu_matches_the_host_core(core):
     from trtllm_autojudge.ops.torch_ops import rewrite_logits
     rng = np.random.default_rng(5)
-    input_ids, last_token_ids, tokens_per_request, _ = packed_step(rng, 8)
-    L = len(last_token_ids)
+    step = packed_steps.random_step(rng, 8)
+    L = len(step.last_token_ids)
     logits = torch.randn(L, 8, dtype=torch.bfloat16)
     hidden = torch.randn(L, 4)
     weight = torch.randn(4)
-    got = rewrite_logits(logits, hidden, torch.from_numpy(input_ids), torch.from_numpy(last_token_ids),
-                         torch.from_numpy(tokens_per_request), 0.7, weight, 0.0)
+    got = rewrite_logits(logits, hidden, torch.from_numpy(step.input_ids), torch.from_numpy(step.last_token_ids),
+                         torch.from_numpy(step.request_types), torch.from_numpy(step.host_context_lengths), 0.7,
+                         weight, 0.0)
     bits = logits.view(torch.int16).numpy().view(np.uint16)
     argmax, judge_logit = core.score_rows(bits, hidden.numpy(), weight.numpy(), 0.0)
-    want = core.rewrite_logits(bits, argmax, judge_logit, input_ids, last_token_ids, tokens_per_request, 0.7)
+    want = core.rewrite_logits(bits, argmax, judge_logit, step.input_ids, step.last_token_ids, step.request_types,
+                               step.host_context_lengths, 0.7)
     assert got.dtype == torch.bfloat16
     np.testing.assert_array_equal(got.view(torch.int16).numpy().view(np.uint16), want)
 

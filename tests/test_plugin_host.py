@@ -3,6 +3,7 @@
 build_scripts/build_plugin.py builds libautojudge_trt_plugin.so (kernels for sm_80/sm_90/sm_100)
 and plugins/tests/plugin_harness.cpp, which dlopens the library and exercises its host-side
 methods (creator, fields, types, formats, shapes, serialization, clone, attach, enqueue checks)."""
+import os
 import shutil
 import subprocess
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 HARNESS_CHECKS = (
     "creators", "init_registration", "create_plugin", "reject_bad_fields", "output_data_types", "format_combinations",
     "output_shapes", "configure_shapes", "workspace", "serialization_roundtrip", "clone", "attach_to_context",
-    "enqueue_rejects_bad_shapes", "logger_finder")
+    "enqueue_rejects_bad_shapes", "logger_finder", "register_on_load")
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +27,10 @@ def built():
     return ensure_built(host_only=False)
 
 
-def run_harness(built, *args: str) -> subprocess.CompletedProcess:
+def run_harness(built, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != "AUTOJUDGE_REGISTER_ON_LOAD"}
     return subprocess.run([str(built.harness), str(built.plugin_library), *args], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, env={**environment, **(env or {})})
 
 
 def test_harness_lists_the_checks_this_file_runs(built):
@@ -39,6 +41,12 @@ def test_harness_lists_the_checks_this_file_runs(built):
 def test_plugin_host_method(built, check):
     done = run_harness(built, check)
     assert done.returncode == 0 and f"PASS {check}" in done.stdout, done.stdout + done.stderr
+
+
+def test_library_registers_on_load_when_asked(built):
+    """AUTOJUDGE_REGISTER_ON_LOAD=1 (LD_PRELOAD into tritonserver): the creator is registered by loading alone."""
+    done = run_harness(built, "register_on_load", env={"AUTOJUDGE_REGISTER_ON_LOAD": "1"})
+    assert done.returncode == 0 and "PASS register_on_load" in done.stdout, done.stdout + done.stderr
 
 
 def test_plugin_library_exports_the_entry_points_and_needs_no_libnvinfer(built):

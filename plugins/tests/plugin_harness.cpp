@@ -13,6 +13,7 @@
 #include <NvInferRuntime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <dlfcn.h>
@@ -431,6 +432,7 @@ struct Library
 
 Library gLibrary;
 RecordingLogger gLogger;
+size_t gCreatorsAfterLoad = 0; //!< creators in the registry right after dlopen, before any init call
 
 IPluginCreatorV3One* creator()
 {
@@ -543,6 +545,14 @@ std::vector<DynamicPluginTensorDesc> acceptInputs(int64_t batch, int64_t nodes, 
 std::vector<DynamicPluginTensorDesc> acceptOutputs(int64_t batch)
 {
     return {dynamicDesc({batch, kMaxPathLen}), dynamicDesc({batch}), dynamicDesc({batch}), dynamicDesc({batch})};
+}
+
+//! Logits-mode input descriptions (DT) for L rows of V logits, T tokens and S sequences.
+std::vector<DynamicPluginTensorDesc> logitsInputs(int64_t rows, int64_t vocab, int64_t tokens, int64_t sequences,
+    DataType logitsType = DataType::kFLOAT, DataType hiddenType = DataType::kHALF)
+{
+    return {dynamicDesc({rows, vocab}, logitsType), dynamicDesc({rows, kTargetHidden}, hiddenType),
+        dynamicDesc({tokens}), dynamicDesc({rows}), dynamicDesc({sequences}), dynamicDesc({sequences})};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -691,10 +701,14 @@ void checkOutputDataTypes()
 
         Fields logits = validFields(1, 1);
         plugin = create(logits);
-        inputs = {type, DataType::kBF16, DataType::kINT32, DataType::kINT32, DataType::kINT32, DataType::kBF16};
+        // logits, target hidden, input_ids, last_token_ids, host_request_types, host_context_lengths, draft hidden
+        inputs = {type, DataType::kBF16, DataType::kINT32, DataType::kINT32, DataType::kINT32, DataType::kINT32,
+            DataType::kBF16};
         std::vector<DataType> rewritten(1, DataType::kINT32);
-        expect(build(*plugin)->getOutputDataTypes(rewritten.data(), 1, inputs.data(), 6) == 0 && rewritten[0] == type,
+        expect(build(*plugin)->getOutputDataTypes(rewritten.data(), 1, inputs.data(), 7) == 0 && rewritten[0] == type,
             "logits mode returns the logits' type");
+        expect(build(*plugin)->getOutputDataTypes(rewritten.data(), 1, inputs.data(), 6) != 0,
+            "6 inputs for a DD-DT logits plugin must be refused (the host inputs are both required)");
     }
 }
 
@@ -732,15 +746,22 @@ void checkFormatCombinations()
     Fields logitsFields = validFields(0, 1);
     plugin = create(logitsFields);
     b = build(*plugin);
-    std::vector<DynamicPluginTensorDesc> logits{dynamicDesc({9, 100}, DataType::kHALF),
-        dynamicDesc({9, kTargetHidden}, DataType::kFLOAT), dynamicDesc({12}), dynamicDesc({9}), dynamicDesc({3}),
-        dynamicDesc({9, 100}, DataType::kHALF)};
-    for (int32_t pos = 0; pos < 6; ++pos)
+    std::vector<DynamicPluginTensorDesc> logits = logitsInputs(9, 100, 12, 3, DataType::kHALF, DataType::kFLOAT);
+    logits.push_back(dynamicDesc({9, 100}, DataType::kHALF));
+    for (int32_t pos = 0; pos < 7; ++pos)
     {
-        expect(b->supportsFormatCombination(pos, logits.data(), 5, 1), "logits mode position " + std::to_string(pos));
+        expect(b->supportsFormatCombination(pos, logits.data(), 6, 1), "logits mode position " + std::to_string(pos));
     }
-    logits[5].desc.type = DataType::kFLOAT;
-    expect(!b->supportsFormatCombination(5, logits.data(), 5, 1), "rewritten logits must keep the logits' type");
+    for (int32_t hostInput : {4, 5})
+    {
+        std::vector<DynamicPluginTensorDesc> changed = logits;
+        changed[hostInput].desc.type = DataType::kINT64;
+        expect(!b->supportsFormatCombination(hostInput, changed.data(), 6, 1),
+            "host_request_types / host_context_lengths must be int32 (input " + std::to_string(hostInput) + ")");
+    }
+    logits[6].desc.type = DataType::kFLOAT;
+    expect(!b->supportsFormatCombination(6, logits.data(), 6, 1), "rewritten logits must keep the logits' type");
+    expect(!b->supportsFormatCombination(0, logits.data(), 5, 1), "the old 5-input logits layout is refused");
 }
 
 void checkOutputShapes()
@@ -782,10 +803,11 @@ void checkOutputShapes()
 
     Fields logitsFields = validFields(0, 1);
     plugin = create(logitsFields);
+    Expr const* sequences = exprs.symbol("S");
     std::vector<DimsExprs> logitsInputs{dimsOf({rows, vocab}), dimsOf({rows, exprs.makeConstant(kTargetHidden)}),
-        dimsOf({exprs.symbol("T")}), dimsOf({rows}), dimsOf({exprs.symbol("S")})};
+        dimsOf({exprs.symbol("T")}), dimsOf({rows}), dimsOf({sequences}), dimsOf({sequences})};
     std::vector<DimsExprs> rewritten(1);
-    expect(build(*plugin)->getOutputShapes(logitsInputs.data(), 5, nullptr, 0, rewritten.data(), 1, exprs) == 0
+    expect(build(*plugin)->getOutputShapes(logitsInputs.data(), 6, nullptr, 0, rewritten.data(), 1, exprs) == 0
             && rewritten[0].nbDims == 2 && rewritten[0].d[0] == rows && rewritten[0].d[1] == vocab,
         "rewritten logits must have the logits' shape");
 }
@@ -820,6 +842,27 @@ void checkConfigureShapes()
     expect(refusedWith(fixed, 5, "takes 6 inputs"), "input count: " + gLogger.lastError());
     std::vector<DynamicPluginTensorDesc> tooMany = acceptInputs(1, 2048, 1, false);
     expect(refusedWith(tooMany, 6, "at most 2047"), "node limit: " + gLogger.lastError());
+
+    Fields logitsFields = validFields(0, 1);
+    plugin = create(logitsFields);
+    b = build(*plugin);
+    std::vector<DynamicPluginTensorDesc> rewritten{dynamicDesc({9, 100})};
+    std::vector<DynamicPluginTensorDesc> logits = logitsInputs(9, 100, 12, 3);
+    expect(b->configurePlugin(logits.data(), 6, rewritten.data(), 1) == 0,
+        "consistent logits-mode shapes must be accepted: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> dynamicLogits = logitsInputs(-1, 100, -1, -1);
+    expect(b->configurePlugin(dynamicLogits.data(), 6, rewritten.data(), 1) == 0,
+        "dynamic logits-mode dimensions must be accepted: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> wrongSequences = logits;
+    wrongSequences[5].desc.dims.d[0] = 4;
+    expect(b->configurePlugin(wrongSequences.data(), 6, rewritten.data(), 1) != 0
+            && gLogger.hasError("input 5 (host_context_lengths, [S]) has 4"),
+        "host_context_lengths must have one entry per host_request_types entry: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> wrongLastTokens = logits;
+    wrongLastTokens[3].desc.dims.d[0] = 8;
+    expect(b->configurePlugin(wrongLastTokens.data(), 6, rewritten.data(), 1) != 0
+            && gLogger.hasError("input 3 (last_token_ids, [L]) has 8"),
+        "last_token_ids must have one entry per logits row: " + gLogger.lastError());
 }
 
 void checkWorkspace()
@@ -832,6 +875,16 @@ void checkWorkspace()
     size_t const bytes = build(*plugin)->getWorkspaceSize(inputs.data(), 6, outputs.data(), 4);
     size_t const expected = size_t{64} * 17 * 16 * 12; // rows * ceil(128256 / 8192) splits * 12-byte partials
     expect(bytes == expected, "workspace " + std::to_string(bytes) + " bytes, expected " + std::to_string(expected));
+
+    Fields logitsFields = validFields(0, 1);
+    plugin = create(logitsFields);
+    std::vector<DynamicPluginTensorDesc> logits = logitsInputs(77, 128256, 500, 33);
+    std::vector<DynamicPluginTensorDesc> rewritten{dynamicDesc({77, 128256})};
+    size_t const logitsBytes = build(*plugin)->getWorkspaceSize(logits.data(), 6, rewritten.data(), 1);
+    size_t const partials = size_t{77} * 16 * 12;                           // 14784, a multiple of 16
+    size_t const expectedLogits = (partials + 15) / 16 * 16 + 33 * sizeof(int32_t); // then the token ends [S]
+    expect(logitsBytes == expectedLogits, "logits-mode workspace " + std::to_string(logitsBytes) + " bytes, expected "
+            + std::to_string(expectedLogits) + " (partials, then one token end per sequence)");
 }
 
 void checkSerializationRoundTrip()
@@ -904,12 +957,36 @@ void checkEnqueueRejectsBadShapes()
     std::vector<PluginTensorDesc> outputDesc(4);
     std::vector<void const*> inputPointers(6, nullptr);
     std::vector<void*> outputPointers(4, nullptr);
-    int32_t const status = runtime(*plugin)->enqueue(
+    int32_t status = runtime(*plugin)->enqueue(
         inputDesc.data(), outputDesc.data(), inputPointers.data(), outputPointers.data(), nullptr, nullptr);
     expect(status != 0 && gLogger.hasError("expected 8 (B * (N + 1)"),
         "enqueue must refuse 7 logits rows for B = 2, N = 3 before touching memory: " + gLogger.lastError());
     expect(runtime(*plugin)->onShapeChange(inputDesc.data(), 6, outputDesc.data(), 4) != 0,
         "onShapeChange must refuse the same shapes");
+
+    // Logits mode: the host inputs are read on the host; a step whose sequences' tokens do not add up to
+    // input_ids is refused before any device memory is touched (all device pointers are null here).
+    Fields logitsFields = validFields(0, 1);
+    plugin = create(logitsFields);
+    std::vector<PluginTensorDesc> logitsDesc;
+    for (DynamicPluginTensorDesc const& input : logitsInputs(3, 8, 5, 2))
+    {
+        logitsDesc.push_back(input.desc);
+    }
+    std::vector<PluginTensorDesc> rewrittenDesc{dynamicDesc({3, 8}).desc};
+    std::vector<int32_t> requestTypes{0, 1};        // a context request, then one generation sequence
+    std::vector<int32_t> hostContextLengths{3, 40}; // 3 + 1 tokens, but input_ids has 5
+    std::vector<void const*> logitsPointers{nullptr, nullptr, nullptr, nullptr, requestTypes.data(),
+        hostContextLengths.data()};
+    std::vector<void*> rewrittenPointers{nullptr};
+    status = runtime(*plugin)->enqueue(logitsDesc.data(), rewrittenDesc.data(), logitsPointers.data(),
+        rewrittenPointers.data(), nullptr, nullptr);
+    expect(status != 0 && gLogger.hasError("hold 4 tokens") && gLogger.hasError("but input_ids has 5"),
+        "enqueue must refuse a step whose sequences hold 4 tokens for 5 input_ids: " + gLogger.lastError());
+    logitsPointers[4] = nullptr;
+    status = runtime(*plugin)->enqueue(logitsDesc.data(), rewrittenDesc.data(), logitsPointers.data(),
+        rewrittenPointers.data(), nullptr, nullptr);
+    expect(status != 0 && gLogger.hasError("must be bound"), "unbound host inputs must be refused: " + gLogger.lastError());
 }
 
 class LoggerFinder : public ILoggerFinder
@@ -921,6 +998,21 @@ public:
     }
     RecordingLogger logger;
 };
+
+void checkRegisterOnLoad()
+{
+    char const* flag = std::getenv("AUTOJUDGE_REGISTER_ON_LOAD");
+    bool const asked = flag != nullptr && std::string(flag) == "1";
+    expect(gCreatorsAfterLoad == (asked ? 1u : 0u),
+        std::string("with AUTOJUDGE_REGISTER_ON_LOAD ") + (asked ? "=1" : "unset")
+            + ", loading the library must " + (asked ? "" : "not ") + "register the creator (registry held "
+            + std::to_string(gCreatorsAfterLoad) + " after dlopen)");
+    if (asked)
+    {
+        expect(gRegistry.getCreator("AutoJudgeAccept", "1", "autojudge") == creator(),
+            "the creator registered on load is the library's, in namespace autojudge");
+    }
+}
 
 void checkLoggerFinder()
 {
@@ -937,6 +1029,7 @@ void checkLoggerFinder()
 
 std::map<std::string, std::function<void()>> const kChecks{
     {"logger_finder", checkLoggerFinder},
+    {"register_on_load", checkRegisterOnLoad},
     {"creators", checkCreators},
     {"init_registration", checkInitRegistration},
     {"create_plugin", checkCreatePlugin},
@@ -987,6 +1080,7 @@ int main(int argc, char** argv)
         std::cerr << "dlopen failed: " << dlerror() << "\n";
         return 2;
     }
+    gCreatorsAfterLoad = gRegistry.size();
     gLibrary.getCreators = symbol<IPluginCreatorInterface* const* (*) (int32_t&)>("getCreators");
     gLibrary.init = symbol<bool (*)(void*, char const*)>("initAutoJudgePlugins");
     gLibrary.setLoggerFinder = symbol<void (*)(ILoggerFinder*)>("setLoggerFinder");

@@ -150,12 +150,15 @@ std::vector<Tensor> accept(Tensor targetLogits, // [B * (N + 1), V] fp32/fp16/bf
     return {tokens, lens, best, judged};
 }
 
-//! Logits mode. Returns rewritten_logits [L, V] of target_logits' type.
+//! Logits mode. Returns rewritten_logits [L, V] of target_logits' type. request_types and
+//! host_context_lengths are CPU tensors, as TensorRT-LLM keeps them in host memory: the sequences'
+//! token ends are computed here with the core's rule and copied to the device.
 Tensor rewriteLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16
     Tensor targetHidden,                   // [L, Ht]
     Tensor inputIds,                       // [T] int32
     Tensor lastTokenIds,                   // [L] int32, ascending 1-based positions in input_ids
-    Tensor tokensPerRequest,               // [S] int32
+    Tensor requestTypes,                   // [S] int32, CPU: host_request_types
+    Tensor hostContextLengths,             // [S] int32, CPU
     double threshold, Tensor judgeWeight,  // [F] float32
     double judgeBias, std::optional<Tensor> draftHidden, // [L, Hd] (DD-DT)
     std::optional<Tensor> rewrittenLogits)               // [L, V] out
@@ -165,18 +168,28 @@ Tensor rewriteLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16
     at::Device const device = targetLogits.device();
     check(inputIds, "input_ids", "[T]", device, at::kInt, {-1});
     check(lastTokenIds, "last_token_ids", "[L]", device, at::kInt, {nodes.numRows});
-    check(tokensPerRequest, "tokens_per_request", "[S]", device, at::kInt, {-1});
-    TORCH_CHECK(inputIds.size(0) <= INT32_MAX && tokensPerRequest.size(0) <= INT32_MAX, "extents must fit int32");
+    check(requestTypes, "request_types", "[S] (CPU)", at::Device(at::kCPU), at::kInt, {-1});
+    check(hostContextLengths, "host_context_lengths", "[S] (CPU)", at::Device(at::kCPU), at::kInt,
+        {requestTypes.size(0)});
+    TORCH_CHECK(inputIds.size(0) <= INT32_MAX && requestTypes.size(0) <= INT32_MAX, "extents must fit int32");
     Tensor out = outputOr(rewrittenLogits, "rewritten_logits", "[L, V]", device, targetLogits.scalar_type(),
         {targetLogits.size(0), targetLogits.size(1)});
+
+    auto const numSequences = static_cast<int32_t>(requestTypes.size(0));
+    Tensor tokenEnds = at::empty({numSequences}, at::TensorOptions().dtype(at::kInt));
+    TORCH_CHECK(autojudge::sequenceTokenEnds(requestTypes.data_ptr<int32_t>(), hostContextLengths.data_ptr<int32_t>(),
+                    numSequences, inputIds.size(0), tokenEnds.data_ptr<int32_t>()),
+        "the sequences' tokens (host_request_types, host_context_lengths) do not add up to input_ids: the step is "
+        "refused");
+    Tensor deviceEnds = tokenEnds.to(device);
 
     autojudge::RewriteLogitsArgs args{};
     args.rows = nodes;
     args.inputIds = inputIds.data_ptr<int32_t>();
     args.numTokens = static_cast<int32_t>(inputIds.size(0));
     args.lastTokenIds = lastTokenIds.data_ptr<int32_t>();
-    args.tokensPerRequest = tokensPerRequest.data_ptr<int32_t>();
-    args.numRequests = static_cast<int32_t>(tokensPerRequest.size(0));
+    args.tokenEnds = deviceEnds.data_ptr<int32_t>();
+    args.numSequences = numSequences;
     args.threshold = static_cast<float>(threshold);
     args.rewrittenLogits = out.data_ptr();
     Tensor scratch = workspace(nodes, device);
@@ -194,7 +207,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
         py::arg("accepted_tokens") = py::none(), py::arg("accepted_lens") = py::none(),
         py::arg("best_path") = py::none(), py::arg("judged_count") = py::none());
     m.def("rewrite_logits", &rewriteLogits, "AutoJudge logits mode on CUDA tensors", py::arg("target_logits"),
-        py::arg("target_hidden"), py::arg("input_ids"), py::arg("last_token_ids"), py::arg("tokens_per_request"),
+        py::arg("target_hidden"), py::arg("input_ids"), py::arg("last_token_ids"), py::arg("request_types"),
+        py::arg("host_context_lengths"),
         py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("draft_hidden") = py::none(),
         py::arg("rewritten_logits") = py::none());
 }

@@ -76,7 +76,7 @@ def check_rewrite(step: cases.PackedStep) -> tuple[str | None, str]:
     argmax, judge = core.score_rows(logits, host_array(step.target_hidden), host_array(step.judge_weight),
                                     step.judge_bias)
     want = core.rewrite_logits(logits, argmax, judge, host_array(step.input_ids), host_array(step.last_token_ids),
-                               host_array(step.tokens_per_request), step.threshold)
+                               host_array(step.request_types), host_array(step.host_context_lengths), step.threshold)
     got_bits = bits(got)
     want_bits = want.view(got_bits.dtype)
     if not np.array_equal(got_bits, want_bits):

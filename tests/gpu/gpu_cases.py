@@ -14,6 +14,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: packed_steps
+
+import packed_steps  # noqa: E402
 
 from trtllm_autojudge.decoding.acceptance import Acceptance, accept_tree  # noqa: E402
 from trtllm_autojudge.decoding.rules import judge_relaxed  # noqa: E402
@@ -112,48 +115,38 @@ def random_tree(nodes: int, seed: int) -> DraftTree:
 
 @dataclass
 class PackedStep:
-    """One step packed as TensorRT-LLM 1.2 does (plugins/README.md, "Logits mode")."""
+    """One step packed as TensorRT-LLM 1.2 does (tests/packed_steps.py, plugins/README.md "Logits mode")."""
 
     target_logits: torch.Tensor  # [L, V]
     target_hidden: torch.Tensor  # [L, Ht]
     input_ids: torch.Tensor  # [T] int32
     last_token_ids: torch.Tensor  # [L] int32
-    tokens_per_request: torch.Tensor  # [S] int32
+    request_types: torch.Tensor  # [S] int32, CPU (host_request_types)
+    host_context_lengths: torch.Tensor  # [S] int32, CPU
     threshold: float
     judge_weight: torch.Tensor  # [F]
     judge_bias: float
 
     def op_args(self) -> tuple:
-        return (self.target_logits, self.target_hidden, self.input_ids, self.last_token_ids, self.tokens_per_request,
-                self.threshold, self.judge_weight, self.judge_bias, None)
+        return (self.target_logits, self.target_hidden, self.input_ids, self.last_token_ids, self.request_types,
+                self.host_context_lengths, self.threshold, self.judge_weight, self.judge_bias, None)
 
 
 def packed_step(requests: int, max_draft: int, vocab: int, dtype: str, device: str, seed: int,
                 target_hidden: int = 4096) -> PackedStep:
+    """``requests`` context requests (chunks up to 40 tokens, last chunks with up to ``max_draft``
+    drafts) and a few generation beams; drafts follow the target's argmax often."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
-    input_ids, last_token_ids, tokens_per_request = [], [], []
-    for _ in range(requests):
-        chunk = int(rng.integers(1, 40)) if rng.random() < 0.5 else 1
-        d = int(rng.integers(0, max_draft + 1))
-        start = len(input_ids)
-        input_ids += rng.integers(0, vocab, size=chunk + d).tolist()
-        last_token_ids += [start + chunk + j for j in range(d + 1)]
-        tokens_per_request.append(chunk + d)
-    L = len(last_token_ids)
+    step = packed_steps.random_step(rng, vocab, max_drafts=max_draft, max_chunk=40, contexts=requests, generations=2)
+    L = len(step.last_token_ids)
     logits = torch.randn(L, vocab, generator=gen, device=device).to(DTYPES[dtype])
-    ids = np.array(input_ids, np.int32)
-    ltid = np.array(last_token_ids, np.int32)
-    # drafts agree with the target often: make the draft token the argmax of its parent row
-    argmax = logits.float().argmax(-1).cpu().numpy()
-    for r in range(1, L):
-        if ltid[r] == ltid[r - 1] + 1 and rng.random() < 0.6:
-            ids[ltid[r] - 1] = argmax[r - 1]
+    packed_steps.steer_drafts(step, logits.float().argmax(-1).cpu().numpy(), rng)
     hidden = torch.randn(L, target_hidden, generator=gen, device=device).to(DTYPES[dtype])
     weight = (torch.randn(target_hidden, generator=gen, device=device) * 10 / target_hidden ** 0.5).float()
     bias = float(rng.normal())
     judge = judge_logits(hidden, None, weight, bias)
-    as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-    return PackedStep(logits, hidden, as_tensor(ids), as_tensor(ltid), as_tensor(np.array(tokens_per_request,
-                                                                                          np.int32)),
+    on_device = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+    return PackedStep(logits, hidden, on_device(step.input_ids), on_device(step.last_token_ids),
+                      torch.from_numpy(step.request_types), torch.from_numpy(step.host_context_lengths),
                       _cut_in_a_gap(judge), weight, bias)

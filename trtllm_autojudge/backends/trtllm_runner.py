@@ -1,18 +1,27 @@
-"""Run the TensorRT-LLM 1.2 engines: a stock draft engine and the AutoJudge target engine.
+"""Run the TensorRT-LLM 1.2 engines (``trtllm-autojudge run-engines``), on either route; the target
+engine's config says which (docs/deploy.md).
 
 ``mpirun -n N python -m trtllm_autojudge.backends.trtllm_runner --draft_engine_dir ... \\
     --target_engine_dir ... --tokenizer_dir ... --prompt "..." [--threshold 0.3]``
+
+Stock route (a target built with ``build-engines --route stock``): the executor's draft-target
+flow, unchanged (:func:`trtllm_autojudge.trt.runner.stock_loop.stock_generate`): rank 0 drafts on
+:class:`ExecutorDraftEngine` and sends every verification as a fresh target request with external
+draft tokens to :class:`ExecutorStockTarget`; the executor runs the N tensor-parallel ranks (leader
+mode: the other ranks only construct their executors and wait, as ``ModelRunnerCpp`` has them do).
+The threshold is the engine's (a build field); ``--threshold`` and per-request thresholds are
+refused. Context route, below:
 
 - Drafting: :class:`EngineDrafter` runs the draft engine through the executor bindings with the
   calls ``ModelRunnerCpp`` makes (:class:`ExecutorDraftEngine`): D greedy tokens per request, the
   draft's generation logits for the top-W siblings of a chain tree and, for a DD-DT judge, the
   draft's hidden states as an additional model output (``ModelRunnerCpp.generate`` cannot request
-  one). The drafting itself is :class:`trtllm_autojudge.trt.chain_drafter.ChainTreeDrafter`, tested
+  one). The drafting itself is :class:`trtllm_autojudge.trt.runner.chain_drafter.ChainTreeDrafter`, tested
   on CPU. Rank 0 drafts and broadcasts (in leader mode only rank 0 enqueues).
 - Verifying: :class:`EngineTargetVerifier` runs the AutoJudge target engine with
   ``tensorrt_llm.runtime.Session`` on every rank (the Python runtime's classes refuse engine inputs
   they do not know); the plugin returns accepted tokens, lengths, best path and judged counts.
-- The loop, per-request thresholds and per-request metrics: :func:`trtllm_autojudge.trt.loop.engine_generate`.
+- The loop, per-request thresholds and per-request metrics: :func:`trtllm_autojudge.trt.runner.loop.engine_generate`.
 
 Nothing here imports TensorRT-LLM before a class is built; none of it has run on this project's
 machines (no TensorRT). The pure parts it relies on are tested on CPU.
@@ -29,13 +38,15 @@ import numpy as np
 from ..decoding.acceptance import Acceptance
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
-from ..trt.chain_drafter import ChainTreeDrafter, DraftOutput
-from ..trt.draft_spec import RESULT_PREFIX, engine_hidden_output
-from ..trt.io_spec import ENGINE_OUTPUTS, EngineBlock
-from ..trt.library import load_plugin_library
-from ..trt.loop import DraftProposal, check_thresholds, engine_generate
-from ..trt.packing import PackedCycle, chain_tree, engine_feed
-from ..trt.tp import check_rank_agreement
+from ..trt.runner.chain_drafter import ChainTreeDrafter, DraftOutput
+from ..trt.engine.draft_spec import RESULT_PREFIX, engine_hidden_output
+from ..trt.engine.io_spec import ENGINE_OUTPUTS, EngineBlock
+from ..trt.engine.stock_spec import StockBlock
+from ..trt.plugin.library import load_plugin_library
+from ..trt.runner.loop import DraftProposal, check_thresholds, engine_generate
+from ..trt.runner.packing import PackedCycle, chain_tree, engine_feed
+from ..trt.runner.stock_loop import stock_generate
+from ..trt.runner.tp import check_rank_agreement
 
 
 def _require_tensorrt_llm():
@@ -47,12 +58,40 @@ def _require_tensorrt_llm():
     return tensorrt_llm
 
 
+def leader_executor(trtllm, engine_dir: str | Path, config: dict, kv_cache_fraction: float | None,
+                    additional_outputs: list):
+    """An executor on a built engine in leader mode (only rank 0 enqueues), greedy, KV-cache block
+    reuse on: the calls ``ModelRunnerCpp`` makes."""
+    kv = trtllm.KvCacheConfig(enable_block_reuse=True, free_gpu_memory_fraction=kv_cache_fraction)
+    executor_config = trtllm.ExecutorConfig(max_batch_size=int(config["build_config"]["max_batch_size"]),
+                                            max_beam_width=1, kv_cache_config=kv)
+    if additional_outputs:
+        executor_config.additional_model_outputs = additional_outputs
+    executor_config.parallel_config = trtllm.ParallelConfig(trtllm.CommunicationType.MPI,
+                                                            trtllm.CommunicationMode.LEADER, device_ids=None,
+                                                            orchestrator_config=None)
+    return trtllm.Executor(Path(engine_dir), trtllm.ModelType.DECODER_ONLY, executor_config)
+
+
+def run_requests(executor, requests, role: str) -> list:
+    """Enqueue ``requests``, wait for every final result; results in request order."""
+    ids = executor.enqueue_requests(requests)
+    results = {}
+    while len(results) < len(ids):
+        for response in executor.await_responses():
+            if response.has_error():
+                raise RuntimeError(f"the {role} engine failed a request: {response.error_msg}")
+            if response.result.is_final:
+                results[response.request_id] = response.result
+    return [results[i] for i in ids]
+
+
 class ExecutorDraftEngine:
     """The draft engine through TensorRT-LLM's executor bindings (what ``ModelRunnerCpp`` wraps), in
     leader mode: only rank 0 enqueues. A draft engine built for a DD-DT judge (its config has the
     ``autojudge_draft`` block) also returns its hidden-state rows as an additional model output."""
 
-    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int):
+    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int, kv_cache_fraction: float | None = None):
         _require_tensorrt_llm()
         from tensorrt_llm.bindings import executor as trtllm
 
@@ -64,15 +103,7 @@ class ExecutorDraftEngine:
         # gather_context=False: one row per sequence and step (the last token's), not every context token
         self.outputs = ([trtllm.AdditionalModelOutput(self.hidden_output, gather_context=False)]
                         if self.returns_hidden else [])
-        executor_config = trtllm.ExecutorConfig(max_batch_size=int(config["build_config"]["max_batch_size"]),
-                                                max_beam_width=1,
-                                                kv_cache_config=trtllm.KvCacheConfig(enable_block_reuse=True))
-        if self.outputs:
-            executor_config.additional_model_outputs = self.outputs
-        executor_config.parallel_config = trtllm.ParallelConfig(trtllm.CommunicationType.MPI,
-                                                                trtllm.CommunicationMode.LEADER, device_ids=None,
-                                                                orchestrator_config=None)
-        self.executor = trtllm.Executor(Path(engine_dir), trtllm.ModelType.DECODER_ONLY, executor_config)
+        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, self.outputs)
 
     def generate(self, prompts, max_new_tokens: int, *, logits: bool, hidden: bool) -> list[DraftOutput]:
         trtllm = self.trtllm
@@ -81,16 +112,9 @@ class ExecutorDraftEngine:
         requests = [trtllm.Request(input_token_ids=[int(t) for t in p], max_tokens=max_new_tokens, end_id=self.end_id,
                                    pad_id=self.pad_id, sampling_config=trtllm.SamplingConfig(beam_width=1, top_k=1),
                                    output_config=output_config) for p in prompts]
-        ids = self.executor.enqueue_requests(requests)
-        results = {}
-        while len(results) < len(ids):
-            for response in self.executor.await_responses():
-                if response.has_error():
-                    raise RuntimeError(f"the draft engine failed a request: {response.error_msg}")
-                if response.result.is_final:
-                    results[response.request_id] = response.result
+        results = dict(zip(range(len(prompts)), run_requests(self.executor, requests, "draft")))
         outs = []
-        for p, request_id in zip(prompts, ids):
+        for request_id, p in enumerate(prompts):
             r = results[request_id]
             extra = {o.name: o.output for o in r.additional_outputs}
             outs.append(DraftOutput(
@@ -113,6 +137,40 @@ class EngineDrafter:
 
         proposal = self.drafter.propose(prefixes, tree, need_hidden) if self.rank == 0 else None
         return mpi_broadcast(proposal, 0)
+
+
+class ExecutorStockTarget:
+    """The stock route's target (:class:`trtllm_autojudge.trt.runner.stock_loop.StockTarget`) through
+    the executor: per request a fresh request ``prefix`` with ``ExternalDraftTokensConfig(drafts)``
+    and ``max_tokens = K + 1``, greedy; its prefix blocks are reused (the runtime requires block
+    reuse for a draft-target target). The engine's plugin has rewritten the logits, so the runtime's
+    exact-match acceptance returns the judge-approved prefix and one target token."""
+
+    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int, kv_cache_fraction: float | None = None):
+        _require_tensorrt_llm()
+        from tensorrt_llm.bindings import executor as trtllm
+
+        config = json.loads((Path(engine_dir) / "config.json").read_text())
+        self.block = StockBlock.from_engine_config(config)
+        if self.block is None:
+            raise ValueError(f"{engine_dir} is not a stock-route target (no autojudge_stock block in its config): "
+                             f"build it with `build-engines --route stock`")
+        load_plugin_library(self.block.plugin_library)  # before the executor deserializes the engine
+        self.trtllm, self.end_id, self.pad_id = trtllm, end_id, pad_id
+        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, [])
+
+    def verify(self, prefixes: list[list[int]], drafts: list[list[int]]) -> list[list[int]]:
+        trtllm = self.trtllm
+        requests = [trtllm.Request(
+            input_token_ids=[int(t) for t in p], max_tokens=len(d) + 1, end_id=self.end_id, pad_id=self.pad_id,
+            sampling_config=trtllm.SamplingConfig(beam_width=1, top_k=1),
+            output_config=trtllm.OutputConfig(exclude_input_from_output=True),
+            external_draft_tokens_config=trtllm.ExternalDraftTokensConfig([int(t) for t in d]) if d else None)
+            for p, d in zip(prefixes, drafts)]
+        return [list(r.output_token_ids[0]) for r in run_requests(self.executor, requests, "target")]
+
+    def shutdown(self) -> None:
+        self.executor.shutdown()
 
 
 class EngineTargetVerifier:
@@ -204,7 +262,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--depth", type=int, help="D (default: the engine's longest path)")
     ap.add_argument("--width", type=int, default=1, help="W: candidates per depth, a chain tree")
     ap.add_argument("--max_new_tokens", type=int, default=256)
-    ap.add_argument("--check_ranks", action="store_true", help="compare every cycle's decision across TP ranks")
+    ap.add_argument("--check_ranks", action="store_true", help="compare every cycle's decision across TP ranks "
+                    "(context route)")
+    ap.add_argument("--kv_cache_fraction", type=float, default=0.4,
+                    help="stock route: GPU memory share of each executor's KV cache (draft and target share a GPU)")
     ap.add_argument("--output", help="JSONL of per-request results (rank 0)")
     return ap.parse_args(argv)
 
@@ -237,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     rank = mpi_rank()
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
     prompts = [r["prompt_ids"] if "prompt_ids" in r else tokenizer.encode(r["prompt"]) for r in requests]
+    target_config = json.loads((Path(args.target_engine_dir) / "config.json").read_text())
+    if StockBlock.from_engine_config(target_config) is not None:
+        return run_stock(args, requests, prompts, tokenizer, rank)
     verifier = EngineTargetVerifier(args.target_engine_dir, rank=rank, check_ranks=args.check_ranks)
     block = verifier.block
     tree = chain_tree(args.depth or block.max_path_len - 1, args.width)
@@ -253,13 +317,51 @@ def main(argv: list[str] | None = None) -> int:
         results += engine_generate(drafter, verifier, prompts[batch], tree=tree, thresholds=thresholds[batch],
                                    max_new_tokens=args.max_new_tokens, stop_ids=[eos])
     if rank == 0:
-        rows = [dict(request, threshold=float(th), text=tokenizer.decode(r.tokens, skip_special_tokens=True),
-                     **r.summary()) for request, th, r in zip(requests, thresholds, results)]
-        out = open(args.output, "w") if args.output else sys.stdout
-        for row in rows:
-            out.write(json.dumps(row) + "\n")
-        if args.output:
-            out.close()
+        write_rows(args, [dict(request, threshold=float(th), text=tokenizer.decode(r.tokens, skip_special_tokens=True),
+                               **r.summary()) for request, th, r in zip(requests, thresholds, results)])
+    return 0
+
+
+def write_rows(args: argparse.Namespace, rows: list[dict]) -> None:
+    out = open(args.output, "w") if args.output else sys.stdout
+    for row in rows:
+        out.write(json.dumps(row) + "\n")
+    if args.output:
+        out.close()
+
+
+def run_stock(args: argparse.Namespace, requests: list[dict], prompts: list[list[int]], tokenizer, rank: int) -> int:
+    """The stock route: the executor's draft-target flow (module docstring)."""
+    if args.threshold is not None or any("threshold" in r for r in requests):
+        raise ValueError("the stock route's threshold is the target engine's (build-engines --route stock --threshold); "
+                         "per-request thresholds need the context route")
+    if args.width != 1:
+        raise ValueError("the stock route verifies chains: --width 1 (trees need the context route)")
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    target = ExecutorStockTarget(args.target_engine_dir, end_id=eos, pad_id=pad,
+                                 kv_cache_fraction=args.kv_cache_fraction)
+    draft = ExecutorDraftEngine(args.draft_engine_dir, end_id=eos, pad_id=pad, kv_cache_fraction=args.kv_cache_fraction)
+    depth = args.depth or target.block.max_draft_len
+    if depth > target.block.max_draft_len:
+        raise ValueError(f"--depth {depth} exceeds the target's --max_draft_len {target.block.max_draft_len}")
+    if rank == 0:
+        results = []
+        max_batch = int(json.loads((Path(args.target_engine_dir) / "config.json").read_text())
+                        ["build_config"]["max_batch_size"])
+        for start in range(0, len(prompts), max_batch):
+            batch = prompts[start:start + max_batch]
+            results += stock_generate(ChainTreeDrafter(draft), target, batch, depth=depth,
+                                      max_new_tokens=args.max_new_tokens, stop_ids=[eos])
+        rows = []
+        for request, r in zip(requests, results):
+            summary = r.summary()
+            del summary["judged_accepts"]  # not observable on the stock route (stock_loop docstring)
+            rows.append(dict(request, threshold=target.block.threshold,
+                             text=tokenizer.decode(r.tokens, skip_special_tokens=True), **summary))
+        write_rows(args, rows)
+    draft.executor.shutdown()
+    target.shutdown()
     return 0
 
 

@@ -18,13 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from ..decoding.acceptance import Acceptance
+from ..trt.plugin.packed_step import StepMismatch
 from .build import cuda_toolchain_available, ensure_built
 
-ABI_VERSION = 1  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
+ABI_VERSION = 2  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
 ENV_VAR = "AUTOJUDGE_HOST_LIBRARY"
 # dtype code of the C ABI per array dtype; uint16 carries bfloat16 bits.
 DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint16): 2}
 FEATURE_SETUPS = {"DT": 0, "DD-DT": 1}
+STEP_MISMATCH = 2  # AUTOJUDGE_HOST_STEP_MISMATCH: the sequences' tokens do not add up to input_ids
 
 _i32, _f32, _vp = ctypes.c_int32, ctypes.c_float, ctypes.c_void_p
 
@@ -63,14 +65,19 @@ class HostCore:
         lib.autojudge_host_score_rows.argtypes = [_i32, _i32, _i32, _vp, _i32, _vp, _i32, _vp, _i32, _i32, _vp, _f32,
                                                   _vp, _vp]
         lib.autojudge_host_accept_tree.argtypes = [_i32, _i32, _i32, _i32] + [_vp] * 10
-        lib.autojudge_host_rewrite_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp, _i32, _vp, _vp, _i32, _vp,
+        lib.autojudge_host_segment_step.argtypes = [_i32, _vp, _i32, _i32, _vp, _vp, _vp, _vp]
+        lib.autojudge_host_rewrite_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp, _i32, _vp, _vp, _i32, _vp, _vp,
                                                       _f32, _vp]
-        for f in (lib.autojudge_host_score_rows, lib.autojudge_host_accept_tree, lib.autojudge_host_rewrite_logits):
+        for f in (lib.autojudge_host_score_rows, lib.autojudge_host_accept_tree, lib.autojudge_host_segment_step,
+                  lib.autojudge_host_rewrite_logits):
             f.restype = _i32
         self._lib = lib
 
     def _call(self, function, *args) -> None:
         status = function(*args)
+        if status == STEP_MISMATCH:
+            raise StepMismatch(f"{function.__name__}: the sequences' tokens (host_request_types, host_context_lengths) "
+                               f"do not add up to input_ids; the step is refused")
         if status != 0:
             raise ValueError(f"{function.__name__} refused its arguments (status {status}): a size, dtype or "
                              f"pointer is invalid")
@@ -165,8 +172,39 @@ class HostCore:
                    _ptr(out.accepted_tokens), _ptr(out.accepted_len), _ptr(out.best_path), _ptr(out.judged_count))
         return out
 
-    def rewrite_logits(self, target_logits, target_argmax, judge_logit, input_ids, last_token_ids,
-                       tokens_per_request, threshold: float) -> np.ndarray:
+    def segment_step(self, last_token_ids, num_tokens: int, request_types, host_context_lengths
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Logits mode: each sequence's first row and draft count (-1: refused), as
+        :func:`trtllm_autojudge.trt.plugin.packed_step.segment_step`.
+
+        Parameters
+        ----------
+        last_token_ids : array
+            Shape: ``[L]`` int, 1-based positions in the step's ``input_ids``.
+        num_tokens : int
+            T, the length of ``input_ids``.
+        request_types, host_context_lengths : array
+            Shape: ``[S]`` int each (the engine's host inputs).
+
+        Raises
+        ------
+        StepMismatch
+            When the sequences' tokens do not add up to ``num_tokens``.
+        """
+        last_token_ids = _int32(last_token_ids, "last_token_ids", 1)
+        request_types = _int32(request_types, "request_types", 1)
+        host_context_lengths = _int32(host_context_lengths, "host_context_lengths", 1)
+        if request_types.shape != host_context_lengths.shape:
+            raise ValueError(f"request_types {request_types.shape} and host_context_lengths "
+                             f"{host_context_lengths.shape} must both be [S]")
+        S = request_types.size
+        first_row, num_drafts = np.empty(S, np.int32), np.empty(S, np.int32)
+        self._call(self._lib.autojudge_host_segment_step, last_token_ids.size, _ptr(last_token_ids), int(num_tokens), S,
+                   _ptr(request_types), _ptr(host_context_lengths), _ptr(first_row), _ptr(num_drafts))
+        return first_row, num_drafts
+
+    def rewrite_logits(self, target_logits, target_argmax, judge_logit, input_ids, last_token_ids, request_types,
+                       host_context_lengths, threshold: float) -> np.ndarray:
         """Logits mode: the target logits with judge-accepted draft tokens made the row's argmax.
 
         Parameters
@@ -179,8 +217,8 @@ class HostCore:
             Shape: ``[T]`` int, the step's packed input ids.
         last_token_ids : array
             Shape: ``[L]`` int, ascending 1-based position in ``input_ids`` of each row's token.
-        tokens_per_request : array
-            Shape: ``[S]`` int, input tokens of each request, packed order.
+        request_types, host_context_lengths : array
+            Shape: ``[S]`` int each: the step's ``host_request_types`` and ``host_context_lengths``.
         threshold : float
             In [0, 1].
 
@@ -188,6 +226,11 @@ class HostCore:
         -------
         array
             Shape: ``[L, V]``, ``target_logits``' dtype.
+
+        Raises
+        ------
+        StepMismatch
+            When the sequences' tokens do not add up to ``input_ids``.
         """
         logits, code = _elements(target_logits, "target_logits")
         if logits.ndim != 2 or logits.shape[1] < 1:
@@ -200,11 +243,15 @@ class HostCore:
             raise ValueError(f"target_argmax, judge_logit and last_token_ids must be [L] = [{L}], got "
                              f"{target_argmax.shape}, {judge_logit.shape}, {last_token_ids.shape}")
         input_ids = _int32(input_ids, "input_ids", 1)
-        tokens_per_request = _int32(tokens_per_request, "tokens_per_request", 1)
+        request_types = _int32(request_types, "request_types", 1)
+        host_context_lengths = _int32(host_context_lengths, "host_context_lengths", 1)
+        if request_types.shape != host_context_lengths.shape:
+            raise ValueError(f"request_types {request_types.shape} and host_context_lengths "
+                             f"{host_context_lengths.shape} must both be [S]")
         out = np.empty_like(logits)
         self._call(self._lib.autojudge_host_rewrite_logits, L, logits.shape[1], code, _ptr(logits),
                    _ptr(target_argmax), _ptr(judge_logit), input_ids.size, _ptr(input_ids), _ptr(last_token_ids),
-                   tokens_per_request.size, _ptr(tokens_per_request), float(threshold), _ptr(out))
+                   request_types.size, _ptr(request_types), _ptr(host_context_lengths), float(threshold), _ptr(out))
         return out
 
 

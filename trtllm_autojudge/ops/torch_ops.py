@@ -72,13 +72,15 @@ def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths,
     _check(threshold, "threshold", "[B]", (B,), (torch.float32,), device)
 
 
-def _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, judge_weight,
-                   draft_hidden) -> None:
+def _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
+                   judge_weight, draft_hidden) -> None:
     _check_rows(target_logits, target_hidden, judge_weight, draft_hidden)
     device = target_logits.device
     _check(input_ids, "input_ids", "[T]", (None,), (torch.int32,), device)
     _check(last_token_ids, "last_token_ids", "[L]", (target_logits.shape[0],), (torch.int32,), device)
-    _check(tokens_per_request, "tokens_per_request", "[S]", (None,), (torch.int32,), device)
+    host = torch.device("cpu")  # TensorRT-LLM keeps both in host memory
+    _check(request_types, "request_types", "[S] (CPU)", (None,), (torch.int32,), host)
+    _check(host_context_lengths, "host_context_lengths", "[S] (CPU)", (request_types.shape[0],), (torch.int32,), host)
 
 
 def _numpy(t: Tensor) -> np.ndarray:
@@ -120,32 +122,32 @@ def _accept_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, 
 
 @torch.library.custom_op("autojudge::rewrite_logits", mutates_args=(), device_types="cpu")
 def _rewrite_op(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
-                tokens_per_request: Tensor, threshold: float, judge_weight: Tensor, judge_bias: float,
-                draft_hidden: Optional[Tensor] = None) -> Tensor:
-    _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, judge_weight,
-                   draft_hidden)
+                request_types: Tensor, host_context_lengths: Tensor, threshold: float, judge_weight: Tensor,
+                judge_bias: float, draft_hidden: Optional[Tensor] = None) -> Tensor:
+    _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
+                   judge_weight, draft_hidden)
     core = host_core()
     logits = _numpy(target_logits)
     argmax, judge_logit = core.score_rows(logits, _numpy(target_hidden), _numpy(judge_weight), judge_bias,
                                           None if draft_hidden is None else _numpy(draft_hidden))
     out = core.rewrite_logits(logits, argmax, judge_logit, _numpy(input_ids), _numpy(last_token_ids),
-                              _numpy(tokens_per_request), threshold)
+                              _numpy(request_types), _numpy(host_context_lengths), threshold)
     out = torch.from_numpy(out)
     return out.view(torch.int16).view(torch.bfloat16) if target_logits.dtype == torch.bfloat16 else out
 
 
 @_rewrite_op.register_kernel("cuda")
-def _rewrite_cuda(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, threshold,
-                  judge_weight, judge_bias, draft_hidden=None):
-    _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, judge_weight,
-                   draft_hidden)
-    return cuda_extension().rewrite_logits(target_logits, target_hidden, input_ids, last_token_ids,
-                                           tokens_per_request, threshold, judge_weight, judge_bias, draft_hidden)
+def _rewrite_cuda(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
+                  threshold, judge_weight, judge_bias, draft_hidden=None):
+    _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
+                   judge_weight, draft_hidden)
+    return cuda_extension().rewrite_logits(target_logits, target_hidden, input_ids, last_token_ids, request_types,
+                                           host_context_lengths, threshold, judge_weight, judge_bias, draft_hidden)
 
 
 @_rewrite_op.register_fake
-def _rewrite_fake(target_logits, target_hidden, input_ids, last_token_ids, tokens_per_request, threshold,
-                  judge_weight, judge_bias, draft_hidden=None):
+def _rewrite_fake(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
+                  threshold, judge_weight, judge_bias, draft_hidden=None):
     return torch.empty_like(target_logits)
 
 
@@ -211,13 +213,15 @@ def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, d
 
 
 def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
-                   tokens_per_request: Tensor, threshold: float, judge_weight: Tensor, judge_bias: float,
-                   draft_hidden: Optional[Tensor] = None) -> Tensor:
+                   request_types: Tensor, host_context_lengths: Tensor, threshold: float, judge_weight: Tensor,
+                   judge_bias: float, draft_hidden: Optional[Tensor] = None) -> Tensor:
     """The target logits of a packed TensorRT-LLM step, rewritten for an exact-match decoder.
 
-    ``torch.ops.autojudge.rewrite_logits``: in each row whose draft child (the next row of the same
-    request) mismatches the row's argmax and passes the judge, the draft token becomes the row's
-    strict argmax; every other entry is copied (``plugins/README.md``, "Logits mode").
+    ``torch.ops.autojudge.rewrite_logits``: the step is segmented into sequences by
+    ``request_types`` / ``host_context_lengths`` (:mod:`trtllm_autojudge.trt.plugin.packed_step`);
+    in each row whose draft child (the next row of the same sequence) mismatches the row's argmax
+    and passes the judge, the draft token becomes the row's strict argmax; every other entry is
+    copied (``plugins/README.md``, "Logits mode").
 
     Parameters
     ----------
@@ -229,8 +233,9 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
         Shape: ``[T]``: the step's packed input ids (cast to int32).
     last_token_ids : Tensor
         Shape: ``[L]``: ascending 1-based position in ``input_ids`` of each row's input token.
-    tokens_per_request : Tensor
-        Shape: ``[S]``: input tokens of each request, packed order.
+    request_types, host_context_lengths : Tensor
+        Shape: ``[S]`` each, on the CPU: the engine's ``host_request_types`` (0 context, 1
+        generation) and ``host_context_lengths`` (cast to int32).
     threshold : float
         In [0, 1].
     judge_weight : Tensor
@@ -246,5 +251,5 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
     """
     return torch.ops.autojudge.rewrite_logits(
         target_logits, target_hidden, input_ids.to(torch.int32), last_token_ids.to(torch.int32),
-        tokens_per_request.to(torch.int32), float(threshold), judge_weight.to(torch.float32), float(judge_bias),
-        draft_hidden)
+        request_types.to(torch.int32), host_context_lengths.to(torch.int32), float(threshold),
+        judge_weight.to(torch.float32), float(judge_bias), draft_hidden)

@@ -1,25 +1,37 @@
-"""The TensorRT / TensorRT-LLM 1.2 engine path (docs/deploy.md).
+"""The TensorRT / TensorRT-LLM 1.2 engine path (docs/deploy.md), by concern:
 
-Pure modules (import anywhere): :mod:`.contract` (plugin contract), :mod:`.fields` (plugin fields
-from a judge file), :mod:`.io_spec` (target engine I/O and config block), :mod:`.draft_spec` (the
-DD-DT draft engine's hidden-state output and config block), :mod:`.packing` (cycle inputs, chain
-trees), :mod:`.drafts` (drafts from a draft engine's outputs), :mod:`.chain_drafter` (chain-tree
-drafting on a draft engine), :mod:`.loop` (the engine-path speculative loop),
-:mod:`.reference_engine` (the engines' CPU specification),
-:mod:`.tp` (tensor-parallel agreement), :mod:`.pbtxt` / :mod:`.triton_io` /
-:mod:`.triton_config` (Triton model repository).
-Modules that import ``tensorrt`` / ``tensorrt_llm`` / ``mpi4py`` only when called: :mod:`.library`,
-:mod:`.network`, :mod:`.convert`, :mod:`.tp_pool`. :mod:`.model_cls` and :mod:`.draft_model_cls` are
-loaded by ``trtllm-build`` only; ``triton_models/`` runs inside Triton only.
+- :mod:`.plugin`: the AutoJudgeAccept plugin seen from Python: its contract, the fields read from a
+  judge file, loading the library, inserting it into a TensorRT network, and the packed-step rule of
+  its logits mode (the Python reference the host core and kernels are tested against);
+- :mod:`.engine`: the engine model classes ``trtllm-build --model_cls_file`` loads, their config
+  blocks and I/O specs, and the checkpoint conversion;
+- :mod:`.runner`: the loops that drive built engines (the context route's packed cycles and
+  reference engines, the stock route's executor draft-target loop, tensor-parallel agreement);
+- :mod:`.triton`: Triton model repositories for both routes.
+
+Two routes (docs/deploy.md says when to use which): ``context`` (a cache-free target engine that
+takes AutoJudge inputs and returns the accepted tokens; trees, per-request thresholds) and ``stock``
+(a stock ``draft_tokens_external`` target whose logits the plugin rewrites; KV cache, executor,
+Triton's draft-target BLS and tensor parallelism unchanged).
+
+Everything here imports ``tensorrt`` / ``tensorrt_llm`` / ``mpi4py`` only when called, except the
+model-class files (loaded by ``trtllm-build`` only) and ``triton/models`` (run inside Triton only).
 """
 from pathlib import Path
 
+ENGINE_DIR = Path(__file__).with_name("engine")
+
 
 def model_cls_path() -> Path:
-    """The file to pass to ``trtllm-build --model_cls_file``."""
-    return Path(__file__).with_name("model_cls.py")
+    """The context route's target ``trtllm-build --model_cls_file``."""
+    return ENGINE_DIR / "target_model_cls.py"
 
 
 def draft_model_cls_path() -> Path:
     """The draft's ``trtllm-build --model_cls_file`` for a DD-DT judge (returns its hidden states)."""
-    return Path(__file__).with_name("draft_model_cls.py")
+    return ENGINE_DIR / "draft_model_cls.py"
+
+
+def stock_model_cls_path() -> Path:
+    """The stock route's target ``trtllm-build --model_cls_file`` (logits rewritten by the plugin)."""
+    return ENGINE_DIR / "stock_model_cls.py"

@@ -178,9 +178,48 @@ AUTOJUDGE_HD int32_t acceptedTokenAt(int32_t j, int32_t const* bestPathRow, //!<
     return kPad;
 }
 
-//! Logits mode: the first of the rows (last_token_ids ascending, 1-based token positions) whose
-//! input token lies after token position `position`. The rows of a request whose tokens are the
-//! positions (start, end] are [firstRowAfter(start), firstRowAfter(end)); the first is its root.
+//! TensorRT-LLM's request types (host_request_types; runtime/common.h RequestType).
+constexpr int32_t kContextRequest = 0;
+constexpr int32_t kGenerationRequest = 1;
+
+//! Logits mode: the packed input tokens of sequence s in this step, the rule TensorRT-LLM's LoRA
+//! plugin splits packed rows by: a context request holds host_context_lengths[s] tokens (its chunk,
+//! followed by its draft tokens on the last chunk); any other sequence (a generation request, one
+//! per beam) holds 1. A negative length counts as 0.
+AUTOJUDGE_HD int32_t sequenceTokenCount(int32_t requestType, int32_t hostContextLength)
+{
+    if (requestType != kContextRequest)
+    {
+        return 1;
+    }
+    return hostContextLength > 0 ? hostContextLength : 0;
+}
+
+//! Logits mode: the token end of every sequence (inclusive prefix sums of sequenceTokenCount, so
+//! sequence s owns the positions (tokenEnds[s - 1], tokenEnds[s]]). Returns false when the counts do
+//! not add up to numTokens, the step's input_ids: then no sequence can be segmented (the plugin
+//! refuses the step). Stops at the first sum past numTokens, so every written end fits int32.
+AUTOJUDGE_HD bool sequenceTokenEnds(int32_t const* requestTypes, //!< [S] host_request_types
+    int32_t const* hostContextLengths,                           //!< [S]
+    int32_t numSequences, int64_t numTokens,
+    int32_t* tokenEnds)                                          //!< [S] out
+{
+    int64_t end = 0;
+    for (int32_t s = 0; s < numSequences; ++s)
+    {
+        end += sequenceTokenCount(requestTypes[s], hostContextLengths[s]);
+        if (end > numTokens)
+        {
+            return false;
+        }
+        tokenEnds[s] = static_cast<int32_t>(end);
+    }
+    return end == numTokens;
+}
+
+//! Logits mode: the first of the rows (last_token_ids, 1-based token positions) whose input token
+//! lies after token position `position`. For ascending last_token_ids, the rows of a sequence whose
+//! tokens are the positions (start, end] are [firstRowAfter(start), firstRowAfter(end)).
 AUTOJUDGE_HD int32_t firstRowAfter(int32_t const* lastTokenIds, //!< [num_rows]
     int32_t numRows, int64_t position)
 {
@@ -201,11 +240,39 @@ AUTOJUDGE_HD int32_t firstRowAfter(int32_t const* lastTokenIds, //!< [num_rows]
     return low;
 }
 
-//! Logits mode: row `child` of a request is a draft node of the chain when its input token is the
-//! one right after its parent row's (the rows after a request's root are its draft tokens).
-AUTOJUDGE_HD bool isDraftChildRow(int32_t const* lastTokenIds, int32_t child)
+//! Marks a sequence whose rows do not match its tokens: its rows are never rewritten.
+constexpr int32_t kRefusedSequence = -1;
+
+//! Logits mode: the candidate rows of one sequence, before the per-row check.
+struct SequenceRows
 {
-    return lastTokenIds[child] == lastTokenIds[child - 1] + 1;
+    int32_t firstRow;  //!< row of the root (the sequence's last real token)
+    int32_t numDrafts; //!< K = rows - 1, or kRefusedSequence
+};
+
+//! Logits mode: the rows of the sequence whose input tokens are the positions (start, end]: the
+//! rows whose last_token_ids fall there, [firstRow, firstRow + 1 + numDrafts). A sequence must own
+//! at least one row and at most one row per token; otherwise it is refused. The caller then checks
+//! every row with sequenceRowIsAligned and refuses the sequence when one fails.
+AUTOJUDGE_HD SequenceRows sequenceRowRange(int32_t const* lastTokenIds, //!< [num_rows]
+    int32_t numRows, int64_t tokenStart, int64_t tokenEnd)
+{
+    int32_t const first = firstRowAfter(lastTokenIds, numRows, tokenStart);
+    int32_t const end = firstRowAfter(lastTokenIds, numRows, tokenEnd);
+    int64_t const rows = int64_t{end} - first;
+    if (rows < 1 || rows > tokenEnd - tokenStart)
+    {
+        return SequenceRows{first, kRefusedSequence};
+    }
+    return SequenceRows{first, static_cast<int32_t>(rows - 1)};
+}
+
+//! Logits mode: row j (0 = root) of a sequence with numDrafts draft rows ending at token position
+//! tokenEnd is where TensorRT-LLM puts it: the 1 + K rows are the sequence's LAST 1 + K packed tokens,
+//! so the draft tokens are its last K input_ids (runtimeBuffers.cpp setFromInputs, last chunk).
+AUTOJUDGE_HD bool sequenceRowIsAligned(int32_t lastTokenId, int32_t j, int32_t numDrafts, int64_t tokenEnd)
+{
+    return int64_t{lastTokenId} == tokenEnd - numDrafts + j;
 }
 
 //! Logits mode: does the judge make row `parent` prefer the draft token of its child node? Only a

@@ -6,10 +6,10 @@
  *   1. scoreNodes: one block per (row, vocabulary chunk): the partial argmax of the target logits
  *      over the chunk and the partial judge dot product over a slice of the features, into the
  *      workspace. In logits mode it also copies the row to the output.
- *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence (request):
- *      reduces the partials of its rows (target argmax, judge logit = bias + dot), then walks the
- *      paths and writes the accepted tokens, or rewrites the rows whose draft child the judge
- *      accepts.
+ *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence: reduces the
+ *      partials of its rows (target argmax, judge logit = bias + dot), then walks the paths and
+ *      writes the accepted tokens, or (logits mode) segments the packed step with the
+ *      accept_core.h rule and rewrites the rows whose draft child the judge accepts.
  * Shapes use B = batch_size, N = num_draft_nodes, P = num_paths, D + 1 = max_path_len.
  */
 #pragma once
@@ -71,12 +71,13 @@ struct AcceptTreeArgs
 
 struct RewriteLogitsArgs
 {
-    NodeRows rows;                  //!< num_rows = L gathered logits rows, in packed request order
+    NodeRows rows;                  //!< num_rows = L gathered logits rows, in packed sequence order
     int32_t const* inputIds;        //!< [T] the step's packed input token ids
     int32_t numTokens;              //!< T
     int32_t const* lastTokenIds;    //!< [L] 1-based position in inputIds of each row's input token
-    int32_t const* tokensPerRequest;//!< [S] tokens of each request in inputIds (packed order)
-    int32_t numRequests;            //!< S
+    int32_t const* tokenEnds;       //!< [S] device copy of sequenceTokenEnds (host_request_types,
+                                    //!< host_context_lengths): sequence s owns (tokenEnds[s-1], tokenEnds[s]]
+    int32_t numSequences;           //!< S
     float threshold;                //!< probability threshold of the judge
     void* rewrittenLogits;          //!< [L, vocab_size] out, of logitsType
 };
@@ -95,10 +96,24 @@ inline size_t acceptWorkspaceBytes(int64_t numRows, int64_t vocabSize)
         * kPartialBytes;
 }
 
+//! Logits mode: bytes from the start of the workspace to the token ends [S] (after the partials,
+//! 16-byte aligned), and the whole workspace for num_rows rows and num_sequences sequences.
+inline size_t tokenEndsWorkspaceOffset(int64_t numRows, int64_t vocabSize)
+{
+    return (acceptWorkspaceBytes(numRows, vocabSize) + 15) / 16 * 16;
+}
+inline size_t rewriteWorkspaceBytes(int64_t numRows, int64_t vocabSize, int64_t numSequences)
+{
+    return tokenEndsWorkspaceOffset(numRows, vocabSize)
+        + static_cast<size_t>(numSequences < 0 ? 0 : numSequences) * sizeof(int32_t);
+}
+
 //! Accept mode. Returns cudaErrorInvalidValue for inconsistent sizes or a workspace too small.
 cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
 
-//! Logits mode. Returns cudaErrorInvalidValue for inconsistent sizes or a workspace too small.
+//! Logits mode: args.tokenEnds must already hold the step's token ends on the device (the caller copies
+//! sequenceTokenEnds there, e.g. at tokenEndsWorkspaceOffset). Returns cudaErrorInvalidValue for
+//! inconsistent sizes or a workspace too small for the partials.
 cudaError_t launchRewriteLogits(
     RewriteLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
 

@@ -4,7 +4,7 @@
  * Every function returns 0 on success, or AUTOJUDGE_HOST_INVALID_ARGUMENT when a size, a dtype code
  * or a pointer is invalid (then nothing is written). Arrays are dense row-major; shapes use
  * B = batch_size, N = num_draft_nodes, P = num_paths, D + 1 = max_path_len, R = num_rows,
- * V = vocab_size, S = num_requests, T = num_tokens. dtype codes: 0 float32, 1 float16, 2 bfloat16.
+ * V = vocab_size, S = num_sequences, T = num_tokens. dtype codes: 0 float32, 1 float16, 2 bfloat16.
  */
 #pragma once
 
@@ -17,8 +17,11 @@ extern "C"
 
 #define AUTOJUDGE_HOST_OK 0
 #define AUTOJUDGE_HOST_INVALID_ARGUMENT 1
+//! Logits mode: the sequences' tokens (host_request_types, host_context_lengths) do not add up to the
+//! step's input_ids; nothing is written (the plugin refuses such a step the same way).
+#define AUTOJUDGE_HOST_STEP_MISMATCH 2
 //! Bumped whenever a signature below changes; the Python binding refuses a library of another ABI.
-#define AUTOJUDGE_HOST_ABI_VERSION 1
+#define AUTOJUDGE_HOST_ABI_VERSION 2
 
 int32_t autojudge_host_abi_version(void);
 
@@ -50,6 +53,18 @@ int32_t autojudge_host_accept_tree(int32_t batch_size, int32_t num_draft_nodes, 
     int32_t* best_path,           /* [B] out */
     int32_t* judged_count);       /* [B] out */
 
+//! Logits mode, the segmentation of a packed TensorRT-LLM step: per sequence s, its first logits row and
+//! its draft count K (rows - 1), or -1 when its rows do not match its tokens (never rewritten).
+//! Tokens per sequence: host_context_lengths[s] for a context request (request type 0), 1 otherwise.
+int32_t autojudge_host_segment_step(int32_t num_rows,
+    int32_t const* last_token_ids,      /* [R] 1-based positions in input_ids */
+    int32_t num_tokens,                 /* T */
+    int32_t num_sequences,
+    int32_t const* request_types,       /* [S] host_request_types */
+    int32_t const* host_context_lengths,/* [S] */
+    int32_t* first_row,                 /* [S] out */
+    int32_t* num_drafts);               /* [S] out, -1 refused */
+
 //! Logits mode given the target argmax and judge logits of every gathered row: copies the logits
 //! to rewritten_logits, then, in each row whose draft child the judge accepts, makes the draft
 //! token the strict argmax (plugins/README.md, "Logits mode").
@@ -58,8 +73,10 @@ int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int3
     int32_t const* target_argmax,       /* [R] */
     float const* judge_logit,           /* [R] */
     int32_t num_tokens, int32_t const* input_ids, /* [T] */
-    int32_t const* last_token_ids,      /* [R] 1-based positions in input_ids, ascending */
-    int32_t num_requests, int32_t const* tokens_per_request, /* [S] */
+    int32_t const* last_token_ids,      /* [R] 1-based positions in input_ids */
+    int32_t num_sequences,
+    int32_t const* request_types,       /* [S] host_request_types */
+    int32_t const* host_context_lengths,/* [S] */
     float threshold,
     void* rewritten_logits);            /* [R, V] out */
 

@@ -52,6 +52,36 @@ float dotRow(void const* hidden, ElementType type, int64_t row, int32_t size, fl
     return sum;
 }
 
+//! The accept_core.h segmentation of a packed step, sequentially: false when the sequences' tokens do
+//! not add up to num_tokens. A sequence with a misplaced row gets numDrafts = kRefusedSequence.
+bool segmentStep(int32_t numRows, int32_t const* lastTokenIds, int32_t numTokens, int32_t numSequences,
+    int32_t const* requestTypes, int32_t const* hostContextLengths, std::vector<autojudge::SequenceRows>& rows)
+{
+    std::vector<int32_t> tokenEnds(static_cast<size_t>(numSequences));
+    if (!autojudge::sequenceTokenEnds(requestTypes, hostContextLengths, numSequences, numTokens, tokenEnds.data()))
+    {
+        return false;
+    }
+    rows.resize(static_cast<size_t>(numSequences));
+    for (int32_t s = 0; s < numSequences; ++s)
+    {
+        int64_t const tokenStart = s > 0 ? tokenEnds[s - 1] : 0;
+        autojudge::SequenceRows sequence = autojudge::sequenceRowRange(lastTokenIds, numRows, tokenStart, tokenEnds[s]);
+        bool aligned = true;
+        for (int32_t j = 0; j <= sequence.numDrafts && aligned; ++j)
+        {
+            aligned = autojudge::sequenceRowIsAligned(lastTokenIds[sequence.firstRow + j], j, sequence.numDrafts,
+                tokenEnds[s]);
+        }
+        if (!aligned)
+        {
+            sequence.numDrafts = autojudge::kRefusedSequence;
+        }
+        rows[s] = sequence;
+    }
+    return true;
+}
+
 } // namespace
 
 extern "C"
@@ -161,39 +191,59 @@ int32_t autojudge_host_accept_tree(int32_t batch_size, int32_t num_draft_nodes, 
     return AUTOJUDGE_HOST_OK;
 }
 
-int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
-    void const* target_logits, int32_t const* target_argmax, float const* judge_logit, int32_t num_tokens,
-    int32_t const* input_ids, int32_t const* last_token_ids, int32_t num_requests, int32_t const* tokens_per_request,
-    float threshold, void* rewritten_logits)
+int32_t autojudge_host_segment_step(int32_t num_rows, int32_t const* last_token_ids, int32_t num_tokens,
+    int32_t num_sequences, int32_t const* request_types, int32_t const* host_context_lengths, int32_t* first_row,
+    int32_t* num_drafts)
 {
-    bool const valid = num_rows >= 0 && vocab_size > 0 && num_tokens >= 0 && num_requests >= 0
-        && autojudge::isElementType(logits_dtype)
-        && (num_rows == 0 || (target_logits && target_argmax && judge_logit && last_token_ids && rewritten_logits))
-        && (num_tokens == 0 || input_ids) && (num_requests == 0 || tokens_per_request);
+    bool const valid = num_rows >= 0 && num_tokens >= 0 && num_sequences >= 0 && (num_rows == 0 || last_token_ids)
+        && (num_sequences == 0 || (request_types && host_context_lengths && first_row && num_drafts));
     if (!valid)
     {
         return AUTOJUDGE_HOST_INVALID_ARGUMENT;
+    }
+    std::vector<autojudge::SequenceRows> rows;
+    if (!segmentStep(num_rows, last_token_ids, num_tokens, num_sequences, request_types, host_context_lengths, rows))
+    {
+        return AUTOJUDGE_HOST_STEP_MISMATCH;
+    }
+    for (int32_t s = 0; s < num_sequences; ++s)
+    {
+        first_row[s] = rows[s].firstRow;
+        num_drafts[s] = rows[s].numDrafts;
+    }
+    return AUTOJUDGE_HOST_OK;
+}
+
+int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
+    void const* target_logits, int32_t const* target_argmax, float const* judge_logit, int32_t num_tokens,
+    int32_t const* input_ids, int32_t const* last_token_ids, int32_t num_sequences, int32_t const* request_types,
+    int32_t const* host_context_lengths, float threshold, void* rewritten_logits)
+{
+    bool const valid = num_rows >= 0 && vocab_size > 0 && num_tokens >= 0 && num_sequences >= 0
+        && autojudge::isElementType(logits_dtype)
+        && (num_rows == 0 || (target_logits && target_argmax && judge_logit && last_token_ids && rewritten_logits))
+        && (num_tokens == 0 || input_ids) && (num_sequences == 0 || (request_types && host_context_lengths));
+    if (!valid)
+    {
+        return AUTOJUDGE_HOST_INVALID_ARGUMENT;
+    }
+    std::vector<autojudge::SequenceRows> rows;
+    if (!segmentStep(num_rows, last_token_ids, num_tokens, num_sequences, request_types, host_context_lengths, rows))
+    {
+        return AUTOJUDGE_HOST_STEP_MISMATCH;
     }
     auto const type = static_cast<ElementType>(logits_dtype);
     std::memcpy(rewritten_logits, target_logits,
         static_cast<size_t>(num_rows) * static_cast<size_t>(vocab_size) * autojudge::elementBytes(type));
     double const cut = autojudge::thresholdLogit(threshold);
     autojudge::FloatFormat const format = autojudge::floatFormat(type);
-    int64_t tokenEnd = 0;
-    for (int32_t s = 0; s < num_requests; ++s)
+    for (autojudge::SequenceRows const& sequence : rows)
     {
-        int64_t const tokenStart = tokenEnd;
-        tokenEnd += tokens_per_request[s] > 0 ? tokens_per_request[s] : 0;
-        int32_t const firstRow = autojudge::firstRowAfter(last_token_ids, num_rows, tokenStart);
-        int32_t const endRow = autojudge::firstRowAfter(last_token_ids, num_rows, tokenEnd);
-        for (int32_t child = firstRow + 1; child < endRow; ++child)
+        for (int32_t k = 1; k <= sequence.numDrafts; ++k)
         {
+            int32_t const child = sequence.firstRow + k;
             int32_t const parent = child - 1;
-            int64_t const position = int64_t{last_token_ids[child]} - 1;
-            if (!autojudge::isDraftChildRow(last_token_ids, child) || position < 0 || position >= num_tokens)
-            {
-                continue;
-            }
+            int64_t const position = int64_t{last_token_ids[child]} - 1; // in [0, T): aligned rows lie in (start, end]
             int32_t const draftToken = input_ids[position];
             int32_t const parentArgmax = target_argmax[parent];
             if (parentArgmax < 0 || parentArgmax >= vocab_size

@@ -42,12 +42,13 @@ constexpr std::array<InputSpec, 7> kAcceptInputs{{
     {"draft_hidden", 2, "[B * (N + 1), draft_hidden]"},
 }};
 
-constexpr std::array<InputSpec, 6> kLogitsInputs{{
+constexpr std::array<InputSpec, 7> kLogitsInputs{{
     {"target_logits", 2, "[L, V]"},
     {"target_hidden", 2, "[L, target_hidden]"},
     {"input_ids", 1, "[T]"},
     {"last_token_ids", 1, "[L]"},
-    {"tokens_per_request", 1, "[S]"},
+    {"host_request_types", 1, "[S]"},
+    {"host_context_lengths", 1, "[S]"},
     {"draft_hidden", 2, "[L, draft_hidden]"},
 }};
 
@@ -205,7 +206,7 @@ char const* AutoJudgeAcceptPlugin::getPluginNamespace() const noexcept
 int32_t AutoJudgeAcceptPlugin::expectedInputs() const
 {
     bool const isDdDt = mConfig.featureSetup == FeatureSetup::kDD_DT;
-    return (mConfig.outputMode == OutputMode::kACCEPT ? 6 : 5) + (isDdDt ? 1 : 0);
+    return 6 + (isDdDt ? 1 : 0); // both modes: six inputs, plus draft_hidden for DD-DT
 }
 
 int32_t AutoJudgeAcceptPlugin::getNbOutputs() const noexcept
@@ -283,6 +284,8 @@ std::string AutoJudgeAcceptPlugin::checkLogitsShapes(Dims const* inputs) const
     problems.expectExtent(idx(LogitsInput::kTARGET_HIDDEN), 1, mConfig.targetHidden, "the target_hidden field");
     problems.expectExtent(idx(LogitsInput::kTARGET_HIDDEN), 0, rows, "one row per logits row");
     problems.expectExtent(idx(LogitsInput::kLAST_TOKEN_IDS), 0, rows, "one entry per logits row");
+    problems.expectExtent(idx(LogitsInput::kHOST_CONTEXT_LENGTHS), 0,
+        problems.extent(idx(LogitsInput::kHOST_REQUEST_TYPES), 0), "S, one entry per sequence like host_request_types");
     if (mConfig.featureSetup == FeatureSetup::kDD_DT)
     {
         problems.expectExtent(idx(LogitsInput::kDRAFT_HIDDEN), 1, mConfig.draftHidden, "the draft_hidden field");
@@ -423,6 +426,11 @@ size_t AutoJudgeAcceptPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc
     {
         return 0;
     }
+    int32_t const sequences = idx(LogitsInput::kHOST_REQUEST_TYPES);
+    if (mConfig.outputMode == OutputMode::kLOGITS && nbInputs > sequences && inputs[sequences].max.nbDims == 1)
+    {
+        return rewriteWorkspaceBytes(inputs[0].max.d[0], inputs[0].max.d[1], inputs[sequences].max.d[0]);
+    }
     return acceptWorkspaceBytes(inputs[0].max.d[0], inputs[0].max.d[1]);
 }
 
@@ -505,6 +513,14 @@ int32_t AutoJudgeAcceptPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDe
                 }
             }
         }
+        if (mConfig.outputMode == OutputMode::kLOGITS)
+        {
+            std::string const stepProblem = stageTokenEnds(inputDesc, inputs);
+            if (!stepProblem.empty())
+            {
+                return fail(ErrorCode::kINVALID_ARGUMENT, stepProblem);
+            }
+        }
         std::string error;
         if (!uploadJudgeWeight(error))
         {
@@ -566,6 +582,40 @@ int32_t AutoJudgeAcceptPlugin::enqueueAccept(nvinfer1::PluginTensorDesc const* i
         : fail(ErrorCode::kFAILED_EXECUTION, std::string("accept-mode launch failed: ") + cudaGetErrorString(status));
 }
 
+std::string AutoJudgeAcceptPlugin::stageTokenEnds(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs)
+{
+    // host_request_types and host_context_lengths live in host memory (TensorRT-LLM binds them there, as
+    // for its own plugins): the sequences' token ends are computed here, with the core's rule.
+    auto const numSequences = static_cast<int32_t>(inputDesc[idx(LogitsInput::kHOST_REQUEST_TYPES)].dims.d[0]);
+    int64_t const numTokens = inputDesc[idx(LogitsInput::kINPUT_IDS)].dims.d[0];
+    auto const* requestTypes = static_cast<int32_t const*>(inputs[idx(LogitsInput::kHOST_REQUEST_TYPES)]);
+    auto const* hostContextLengths = static_cast<int32_t const*>(inputs[idx(LogitsInput::kHOST_CONTEXT_LENGTHS)]);
+    if (numSequences > 0 && (requestTypes == nullptr || hostContextLengths == nullptr))
+    {
+        return "host_request_types and host_context_lengths must be bound (host memory)";
+    }
+    mTokenEnds.resize(static_cast<size_t>(numSequences));
+    if (!sequenceTokenEnds(requestTypes, hostContextLengths, numSequences, numTokens, mTokenEnds.data()))
+    {
+        int64_t tokens = 0;
+        for (int32_t s = 0; s < numSequences; ++s)
+        {
+            tokens += sequenceTokenCount(requestTypes[s], hostContextLengths[s]);
+        }
+        return "the step's sequences hold " + std::to_string(tokens) + " tokens by host_request_types and "
+            + "host_context_lengths (a context request its context length, any other sequence 1), but input_ids has "
+            + std::to_string(numTokens)
+            + ": build the target with --speculative_decoding_mode draft_tokens_external and send draft tokens "
+              "with new requests only (docs/deploy.md, stock route)";
+    }
+    mStepHasContext = false;
+    for (int32_t s = 0; s < numSequences && !mStepHasContext; ++s)
+    {
+        mStepHasContext = requestTypes[s] == kContextRequest;
+    }
+    return "";
+}
+
 int32_t AutoJudgeAcceptPlugin::enqueueLogits(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
     void* const* outputs, void* workspace, cudaStream_t stream)
 {
@@ -577,12 +627,32 @@ int32_t AutoJudgeAcceptPlugin::enqueueLogits(nvinfer1::PluginTensorDesc const* i
     args.inputIds = static_cast<int32_t const*>(inputs[idx(LogitsInput::kINPUT_IDS)]);
     args.numTokens = static_cast<int32_t>(inputDesc[idx(LogitsInput::kINPUT_IDS)].dims.d[0]);
     args.lastTokenIds = static_cast<int32_t const*>(inputs[idx(LogitsInput::kLAST_TOKEN_IDS)]);
-    args.tokensPerRequest = static_cast<int32_t const*>(inputs[idx(LogitsInput::kTOKENS_PER_REQUEST)]);
-    args.numRequests = static_cast<int32_t>(inputDesc[idx(LogitsInput::kTOKENS_PER_REQUEST)].dims.d[0]);
+    args.numSequences = static_cast<int32_t>(inputDesc[idx(LogitsInput::kHOST_REQUEST_TYPES)].dims.d[0]);
     args.threshold = mConfig.threshold;
     args.rewrittenLogits = outputs[idx(LogitsOutput::kREWRITTEN_LOGITS)];
-    size_t const workspaceBytes = acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);
-    cudaError_t const status = launchRewriteLogits(args, workspace, workspaceBytes, stream);
+    if (!mStepHasContext)
+    {
+        // Only generation sequences: one token each, so no sequence has a draft row to rewrite. A copy
+        // (no host-to-device transfer) also keeps CUDA-graph-captured steps capturable.
+        size_t const rowsBytes = static_cast<size_t>(args.rows.numRows) * static_cast<size_t>(args.rows.vocabSize)
+            * elementBytes(args.rows.logitsType);
+        cudaError_t const status = rowsBytes == 0
+            ? cudaSuccess
+            : cudaMemcpyAsync(args.rewrittenLogits, args.rows.targetLogits, rowsBytes, cudaMemcpyDeviceToDevice, stream);
+        return status == cudaSuccess
+            ? 0
+            : fail(ErrorCode::kFAILED_EXECUTION, std::string("logits-mode copy failed: ") + cudaGetErrorString(status));
+    }
+    auto* tokenEnds = reinterpret_cast<int32_t*>(
+        static_cast<char*>(workspace) + tokenEndsWorkspaceOffset(args.rows.numRows, args.rows.vocabSize));
+    cudaError_t status = cudaMemcpyAsync(
+        tokenEnds, mTokenEnds.data(), mTokenEnds.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream);
+    args.tokenEnds = tokenEnds;
+    size_t const partialBytes = acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);
+    if (status == cudaSuccess)
+    {
+        status = launchRewriteLogits(args, workspace, partialBytes, stream);
+    }
     return status == cudaSuccess
         ? 0
         : fail(ErrorCode::kFAILED_EXECUTION, std::string("logits-mode launch failed: ") + cudaGetErrorString(status));

@@ -43,16 +43,17 @@ enum class AcceptOutput : int32_t
     kJUDGED_COUNT = 3,    //!< [B] int32: accepted mismatches let through by the judge
 };
 
-//! Inputs of output_mode 1 (logits). L = gathered logits rows, T = tokens of the step, S = requests
-//! of the step (TensorRT-LLM's packed layout: plugins/README.md, "Logits mode").
+//! Inputs of output_mode 1 (logits): the stock TensorRT-LLM engine tensors of one step. L = gathered
+//! logits rows, T = tokens of the step, S = sequences of the step (plugins/README.md, "Logits mode").
 enum class LogitsInput : int32_t
 {
-    kTARGET_LOGITS = 0,      //!< [L, V] fp32/fp16/bf16: the LM head's gathered rows
-    kTARGET_HIDDEN = 1,      //!< [L, target_hidden] fp32/fp16/bf16: the LM head's input rows
-    kINPUT_IDS = 2,          //!< [T] int32: the step's packed input ids
-    kLAST_TOKEN_IDS = 3,     //!< [L] int32: 1-based position in input_ids of each row's input token, ascending
-    kTOKENS_PER_REQUEST = 4, //!< [S] int32: input tokens of each request, packed order
-    kDRAFT_HIDDEN = 5,       //!< [L, draft_hidden] same type as target_hidden (DD-DT only)
+    kTARGET_LOGITS = 0,        //!< [L, V] fp32/fp16/bf16: the LM head's gathered rows
+    kTARGET_HIDDEN = 1,        //!< [L, target_hidden] fp32/fp16/bf16: the LM head's input rows
+    kINPUT_IDS = 2,            //!< [T] int32: the step's packed input ids
+    kLAST_TOKEN_IDS = 3,       //!< [L] int32: 1-based position in input_ids of each row's input token, ascending
+    kHOST_REQUEST_TYPES = 4,   //!< [S] int32, host memory: 0 context request, 1 generation sequence
+    kHOST_CONTEXT_LENGTHS = 5, //!< [S] int32, host memory: a context request's tokens this step
+    kDRAFT_HIDDEN = 6,         //!< [L, draft_hidden] same type as target_hidden (DD-DT only)
 };
 
 //! Output of output_mode 1 (logits).
@@ -123,6 +124,9 @@ private:
     bool uploadJudgeWeight(std::string& error);
     int32_t enqueueAccept(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
         void* const* outputs, void* workspace, cudaStream_t stream);
+    //! Logits mode, host side: the step's token ends (mTokenEnds) and whether it has a context request,
+    //! from the host inputs; empty when they fit input_ids, else what is wrong (no memory touched).
+    std::string stageTokenEnds(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs);
     int32_t enqueueLogits(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
         void* const* outputs, void* workspace, cudaStream_t stream);
 
@@ -133,6 +137,8 @@ private:
     std::string mMetadata;
     nvinfer1::IErrorRecorder* mRecorder{nullptr};
     float* mDeviceWeight{nullptr}; //!< [feature_size] judge_weight on the device, owned
+    std::vector<int32_t> mTokenEnds; //!< [S] logits mode: the step's token ends, staged for the device
+    bool mStepHasContext{false};     //!< logits mode: the staged step has a context request
 };
 
 class AutoJudgeAcceptPluginCreator : public nvinfer1::IPluginCreatorV3One

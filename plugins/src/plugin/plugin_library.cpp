@@ -4,11 +4,16 @@
  *                                     the process's TensorRT plugin registry.
  *   getCreators / setLoggerFinder     IPluginRegistry::loadLibrary, trtexec --dynamicPlugins and
  *                                     version-compatible engines (TensorRT's plugin-library convention).
+ *   AUTOJUDGE_REGISTER_ON_LOAD=1      registers the creator when the library is loaded, e.g. with
+ *                                     LD_PRELOAD into tritonserver, whose tensorrtllm backend calls none
+ *                                     of the above before it deserializes an engine.
  */
 #include "plugin/autojudge_accept_plugin.h"
 #include "plugin/plugin_log.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 
 #define AUTOJUDGE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -70,3 +75,26 @@ AUTOJUDGE_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* finder)
 {
     autojudge::plugin::setLoggerFinder(finder);
 }
+
+namespace
+{
+
+//! AUTOJUDGE_REGISTER_ON_LOAD=1: register at load time. A preloaded library is loaded before
+//! TensorRT, so libnvinfer is loaded here first when the process has no plugin registry yet (the
+//! backend's own later load of the same library then finds it loaded).
+__attribute__((constructor)) void registerOnLoad()
+{
+    char const* flag = std::getenv("AUTOJUDGE_REGISTER_ON_LOAD");
+    if (flag == nullptr || std::strcmp(flag, "1") != 0)
+    {
+        return;
+    }
+    if (autojudge::plugin::findPluginRegistry() == nullptr)
+    {
+        dlopen("libnvinfer.so.10", RTLD_NOW | RTLD_GLOBAL); // kept loaded for the process's lifetime
+    }
+    initAutoJudgePlugins(nullptr, autojudge::plugin::kPluginNamespace);
+}
+
+} // namespace
+

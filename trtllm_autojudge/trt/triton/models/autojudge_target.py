@@ -1,10 +1,10 @@
 """Triton model ``autojudge_target``: one verification cycle on the AutoJudge target engine.
 
-Inputs/outputs: :data:`trtllm_autojudge.trt.triton_io.CYCLE_TENSORS` ->
-:data:`~trtllm_autojudge.trt.triton_io.ACCEPTANCE_TENSORS`. The engine runs through
+Inputs/outputs: :data:`trtllm_autojudge.trt.triton.tensors.CYCLE_TENSORS` ->
+:data:`~trtllm_autojudge.trt.triton.tensors.ACCEPTANCE_TENSORS`. The engine runs through
 ``tensorrt_llm.runtime.Session`` (:class:`trtllm_autojudge.backends.trtllm_runner.EngineTargetVerifier`)
 on this instance's GPU, or, for an engine built with ``--tp_size N > 1``, on N MPI ranks this model
-spawns (:class:`trtllm_autojudge.trt.tp_pool.SpawnedTargetPool`; start tritonserver under
+spawns (:class:`trtllm_autojudge.trt.runner.tp_pool.SpawnedTargetPool`; start tritonserver under
 ``mpirun -n 1``).
 """
 import json
@@ -13,9 +13,9 @@ from pathlib import Path
 import triton_python_backend_utils as pb_utils
 
 from trtllm_autojudge.backends.trtllm_runner import EngineTargetVerifier
-from trtllm_autojudge.trt.tp_pool import SpawnedTargetPool
-from trtllm_autojudge.trt.triton_io import CYCLE_TENSORS, acceptance_to_tensors, tensors_to_cycle
-from trtllm_autojudge.trt.triton_models._common import input_array, model_parameters
+from trtllm_autojudge.trt.runner.tp_pool import SpawnedTargetPool
+from trtllm_autojudge.trt.triton.tensors import CYCLE_TENSORS, acceptance_to_tensors, tensors_to_cycle
+from trtllm_autojudge.trt.triton.models._common import input_array, model_parameters
 
 
 class TritonPythonModel:
@@ -24,7 +24,7 @@ class TritonPythonModel:
         config = json.loads((Path(engine_dir) / "config.json").read_text())
         world = int(config["pretrained_config"]["mapping"]["world_size"])
         if world > 1:
-            self.verifier = SpawnedTargetPool(world, "trtllm_autojudge.trt.tp_pool:engine_verifier",
+            self.verifier = SpawnedTargetPool(world, "trtllm_autojudge.trt.runner.tp_pool:engine_verifier",
                                               {"engine_dir": engine_dir})
         else:
             self.verifier = EngineTargetVerifier(engine_dir, rank=0)

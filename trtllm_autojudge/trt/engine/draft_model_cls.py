@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tensorrt_llm.models import LLaMAForCausalLM
 
-from trtllm_autojudge.trt.draft_spec import DRAFT_BLOCK_KEY, hidden_output_name
+from trtllm_autojudge.trt.engine.draft_spec import DRAFT_BLOCK_KEY, hidden_output_name
 
 
 class AutoJudgeDraftLLaMAForCausalLM(LLaMAForCausalLM):

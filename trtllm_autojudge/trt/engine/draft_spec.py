@@ -31,7 +31,7 @@ def hidden_output_name(block: dict | None) -> str:
     """The output name from a block (``config.autojudge_draft`` inside the model class)."""
     if block is None:
         raise ValueError(f"the draft checkpoint config has no {DRAFT_BLOCK_KEY!r} block: convert the draft with "
-                         f"`python -m trtllm_autojudge.trt.convert --draft_hidden_output` (build-engines does this "
+                         f"`python -m trtllm_autojudge.trt.engine.convert --draft_hidden_output` (build-engines does this "
                          f"for a DD-DT judge) before trtllm-build")
     if block != draft_block():
         raise ValueError(f"the {DRAFT_BLOCK_KEY!r} block {block} is not {draft_block()}: reconvert the draft with "

@@ -1,7 +1,7 @@
 """Triton model ``autojudge_bls``: AutoJudge speculative decoding for one text request.
 
 Each cycle it asks ``tensorrt_llm_draft`` for a chain tree's draft and ``autojudge_target`` for the
-judge-gated acceptance, through :func:`trtllm_autojudge.trt.loop.engine_generate` (the same loop
+judge-gated acceptance, through :func:`trtllm_autojudge.trt.runner.loop.engine_generate` (the same loop
 the engine runner uses). Request inputs: ``text_input``, ``max_tokens``, optional ``threshold``
 (default: the judge file's), ``num_draft_tokens`` (D, default: the engine's longest path) and
 ``draft_width`` (W, default 1). Outputs: ``text_output``, ``output_ids`` and the per-request
@@ -15,12 +15,12 @@ import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
 
 from trtllm_autojudge.judge.head import JudgeHead
-from trtllm_autojudge.trt.drafts import draft_from_outputs
-from trtllm_autojudge.trt.io_spec import EngineBlock
-from trtllm_autojudge.trt.loop import DraftProposal, engine_generate
-from trtllm_autojudge.trt.packing import chain_tree, chain_width, tree_from_chain
-from trtllm_autojudge.trt.triton_io import ACCEPTANCE_TENSORS, cycle_to_tensors, tensors_to_acceptance
-from trtllm_autojudge.trt.triton_models._common import call, input_array, model_parameters, output_array
+from trtllm_autojudge.trt.runner.drafts import draft_from_outputs
+from trtllm_autojudge.trt.engine.io_spec import EngineBlock
+from trtllm_autojudge.trt.runner.loop import DraftProposal, engine_generate
+from trtllm_autojudge.trt.runner.packing import chain_tree, chain_width, tree_from_chain
+from trtllm_autojudge.trt.triton.tensors import ACCEPTANCE_TENSORS, cycle_to_tensors, tensors_to_acceptance
+from trtllm_autojudge.trt.triton.models._common import call, input_array, model_parameters, output_array
 
 
 class TritonDrafter:

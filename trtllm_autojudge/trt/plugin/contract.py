@@ -20,6 +20,23 @@ Accept mode (``output_mode = 0``), inputs in this order (``B`` sequences, ``N`` 
 
 Outputs: ``accepted_tokens [B, D+1]``, ``accepted_lens [B]``, ``best_path [B]``,
 ``judged_count [B]`` (int32), with the meaning of :mod:`trtllm_autojudge.decoding.acceptance`.
+
+Logits mode (``output_mode = 1``), the stock engine tensors of one packed step (``L`` logits rows,
+``T`` tokens, ``S`` sequences; the rule is :mod:`.packed_step`):
+
+==  ====================  ==============  ===============================================
+ #  name                  shape           meaning
+==  ====================  ==============  ===============================================
+ 0  target_logits         [L, V]          the LM head's output rows
+ 1  target_hidden         [L, Ht]         the LM head's input rows (final-norm states)
+ 2  input_ids             [T] int32       the step's packed input ids
+ 3  last_token_ids        [L] int32       1-based position of each row's token
+ 4  host_request_types    [S] int32       host memory: 0 context, 1 generation
+ 5  host_context_lengths  [S] int32       host memory: a context request's tokens
+ 6  draft_hidden          [L, Hd]         DD-DT only (no stock runtime feeds it)
+==  ====================  ==============  ===============================================
+
+Output: ``rewritten_logits [L, V]`` of ``target_logits``' type.
 """
 from __future__ import annotations
 
@@ -51,6 +68,9 @@ OUTPUT_MODES = {"accept": 0, "logits": 1}
 
 ACCEPT_INPUTS = ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths", "threshold", "draft_hidden")
 ACCEPT_OUTPUTS = ("accepted_tokens", "accepted_lens", "best_path", "judged_count")
+LOGITS_INPUTS = ("target_logits", "target_hidden", "input_ids", "last_token_ids", "host_request_types",
+                 "host_context_lengths", "draft_hidden")
+LOGITS_OUTPUTS = ("rewritten_logits",)
 LAYER_NAME = "autojudge_accept"
 
 
@@ -102,11 +122,73 @@ def plugin_field_specs(fields: Mapping[str, np.ndarray]) -> list[tuple[str, np.n
     return [(name, checked[name], TRT_FIELD_TYPES[checked[name].dtype]) for name in FIELD_DTYPES]
 
 
-def accept_input_names(feature_setup: int) -> tuple[str, ...]:
-    """Names of the accept-mode inputs, in plugin order, for a feature setup value."""
+def _names(all_inputs: tuple[str, ...], feature_setup: int) -> tuple[str, ...]:
     if feature_setup not in FEATURE_SETUPS.values():
         raise ValueError(f"feature_setup {feature_setup} is not one of {FEATURE_SETUPS}")
-    return ACCEPT_INPUTS if feature_setup == FEATURE_SETUPS["DD-DT"] else ACCEPT_INPUTS[:-1]
+    return all_inputs if feature_setup == FEATURE_SETUPS["DD-DT"] else all_inputs[:-1]
+
+
+def accept_input_names(feature_setup: int) -> tuple[str, ...]:
+    """Names of the accept-mode inputs, in plugin order, for a feature setup value."""
+    return _names(ACCEPT_INPUTS, feature_setup)
+
+
+def logits_input_names(feature_setup: int) -> tuple[str, ...]:
+    """Names of the logits-mode inputs, in plugin order, for a feature setup value."""
+    return _names(LOGITS_INPUTS, feature_setup)
+
+
+def plugin_io_names(fields: Mapping[str, np.ndarray]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(inputs, outputs)`` of the plugin these fields configure, in plugin order."""
+    f = check_plugin_fields(fields)
+    setup, mode = int(f["feature_setup"][0]), int(f["output_mode"][0])
+    if mode == OUTPUT_MODES["accept"]:
+        return accept_input_names(setup), ACCEPT_OUTPUTS
+    return logits_input_names(setup), LOGITS_OUTPUTS
+
+
+def check_plugin_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
+    """The shape check of the mode these fields configure (-1 is a dynamic dimension)."""
+    f = check_plugin_fields(fields)
+    if int(f["output_mode"][0]) == OUTPUT_MODES["accept"]:
+        check_accept_input_shapes(shapes, f)
+    else:
+        check_logits_input_shapes(shapes, f)
+
+
+def _shape_checker(shapes: Mapping[str, Sequence[int]], names: tuple[str, ...], ranks: Mapping[str, int], mode: str):
+    if set(shapes) != set(names):
+        raise ValueError(f"{mode}-mode inputs must be {list(names)}, got {list(shapes)}")
+    s = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
+    for name in names:
+        if len(s[name]) != ranks[name]:
+            raise ValueError(f"input {name} must have rank {ranks[name]}, got shape {s[name]}")
+
+    def same(a: int, b: int, what: str) -> None:
+        if a >= 0 and b >= 0 and a != b:
+            raise ValueError(f"shape mismatch: {what} ({a} != {b})")
+
+    return s, same
+
+
+def check_logits_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
+    """Check logits-mode input shapes against each other and the fields; -1 is a dynamic dimension.
+
+    Raises ValueError naming the input whose shape is wrong.
+    """
+    f = check_plugin_fields(fields)
+    names = logits_input_names(int(f["feature_setup"][0]))
+    ranks = {"target_logits": 2, "target_hidden": 2, "input_ids": 1, "last_token_ids": 1, "host_request_types": 1,
+             "host_context_lengths": 1, "draft_hidden": 2}
+    s, same = _shape_checker(shapes, names, ranks, "logits")
+    L = s["target_logits"][0]
+    for name in ("target_hidden", "last_token_ids") + (("draft_hidden",) if "draft_hidden" in s else ()):
+        same(s[name][0], L, f"{name} must have one entry per logits row (L = target_logits rows)")
+    same(s["target_hidden"][1], int(f["target_hidden"][0]), "target_hidden width vs field target_hidden")
+    if "draft_hidden" in s:
+        same(s["draft_hidden"][1], int(f["draft_hidden"][0]), "draft_hidden width vs field draft_hidden")
+    same(s["host_context_lengths"][0], s["host_request_types"][0], "host_context_lengths must be [S] like "
+         "host_request_types")
 
 
 def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
@@ -116,19 +198,9 @@ def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mappi
     """
     f = check_plugin_fields(fields)
     names = accept_input_names(int(f["feature_setup"][0]))
-    if set(shapes) != set(names):
-        raise ValueError(f"accept-mode inputs must be {list(names)}, got {list(shapes)}")
-    s = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
     ranks = {"target_logits": 2, "target_hidden": 2, "draft_tokens": 2, "draft_lens": 1, "paths": 3, "threshold": 1,
              "draft_hidden": 2}
-    for name in names:
-        if len(s[name]) != ranks[name]:
-            raise ValueError(f"input {name} must have rank {ranks[name]}, got shape {s[name]}")
-
-    def same(a: int, b: int, what: str) -> None:
-        if a >= 0 and b >= 0 and a != b:
-            raise ValueError(f"shape mismatch: {what} ({a} != {b})")
-
+    s, same = _shape_checker(shapes, names, ranks, "accept")
     B, N = s["draft_tokens"]
     rows = B * (N + 1) if B >= 0 and N >= 0 else -1
     for name in ("target_logits", "target_hidden") + (("draft_hidden",) if "draft_hidden" in s else ()):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..judge.export import plugin_fields
-from ..judge.head import JudgeHead
+from ...judge.export import plugin_fields
+from ...judge.head import JudgeHead
 from .contract import OUTPUT_MODES, check_plugin_fields
 
 

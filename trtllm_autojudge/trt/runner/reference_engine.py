@@ -6,6 +6,8 @@ the target, gathers the final-norm hidden state and logits at ``node_rows``, sco
 applies :func:`trtllm_autojudge.decoding.acceptance.accept_tree`. :class:`ReferenceDraftEngine`
 returns what the draft engine returns through the executor: greedy tokens, generation logits and
 the hidden-state rows of the DD-DT draft engine's additional output (:mod:`.draft_spec`).
+:class:`ReferenceStockTarget` is the stock route's target engine inside the executor's draft-target
+flow: one packed step, the logits-mode rewrite, the runtime's exact-match acceptance.
 :class:`ReferenceDrafter` is the engine path's drafter (:class:`.chain_drafter.ChainTreeDrafter`)
 on it. Together they are the CPU specification of the engine path: the tests compare them with the
 reference speculative loop, and on a GPU host the engines' outputs can be compared with them on
@@ -16,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..backends.protocol import LanguageModel
-from ..decoding.acceptance import Acceptance, accept_tree
-from ..decoding.rules import judge_relaxed
-from ..judge.head import JudgeHead
+from ...backends.protocol import LanguageModel
+from ...decoding.acceptance import Acceptance, accept_tree
+from ...decoding.rules import judge_relaxed
+from ...judge.head import JudgeHead
+from ..plugin import packed_step
 from .chain_drafter import ChainTreeDrafter, DraftOutput
 from .packing import PackedCycle
 
@@ -104,3 +107,50 @@ class ReferenceDrafter(ChainTreeDrafter):
 
     def __init__(self, draft: LanguageModel, end_id: int = -1):
         super().__init__(ReferenceDraftEngine(draft, end_id))
+
+
+class ReferenceStockTarget:
+    """The stock route's target (:mod:`trtllm_autojudge.trt.engine.stock_spec`) as the executor runs
+    it for one cycle of fresh draft-target requests, on the reference runtime.
+
+    The cycle is one packed step of context requests, ``prefix + drafts`` each, laid out as
+    TensorRT-LLM lays a last context chunk out (``host_context_lengths = len(prefix) + K``, rows at
+    the last 1 + K tokens). The logits and the LM head's input rows are gathered at
+    ``last_token_ids``, the plugin's rule rewrites the logits (:func:`.packed_step.rewrite_logits`,
+    judge logits in float64), and the runtime's exact-match acceptance reads the rewritten argmax.
+    """
+
+    def __init__(self, target: LanguageModel, head: JudgeHead, threshold: float | None = None):
+        if head.setup != "DT":
+            raise ValueError(f"the stock route takes DT judges; this judge is {head.setup}")
+        head.check_models(target_hidden=target.hidden_size)
+        self.target, self.head = target, head
+        self.threshold = head.threshold if threshold is None else float(threshold)
+        self.w, self.c = head.folded()
+
+    @torch.inference_mode()
+    def verify(self, prefixes: list[list[int]], drafts: list[list[int]]) -> list[list[int]]:
+        input_ids, lengths, last_token_ids = [], [], []
+        for prefix, draft in zip(prefixes, drafts):
+            input_ids += [int(t) for t in prefix] + [int(t) for t in draft]
+            lengths.append(len(prefix) + len(draft))
+            last_token_ids += [len(input_ids) - len(draft) + j for j in range(len(draft) + 1)]
+        input_ids, lengths = np.asarray(input_ids, np.int32), np.asarray(lengths, np.int32)
+        rows = np.asarray(last_token_ids, np.int32)
+        logits, hidden = forward_rows(self.target, input_ids, lengths)  # [T, V], [T, Ht]
+        gathered = torch.as_tensor(rows - 1, dtype=torch.long)
+        row_logits = logits[gathered].float().cpu().numpy()  # [L, V]: the engine's logits rows
+        judge_logit = hidden[gathered].double().cpu().numpy() @ self.w.astype(np.float64) + self.c  # [L]
+        request_types = np.full(len(prefixes), packed_step.CONTEXT_REQUEST, np.int32)
+        rewritten = packed_step.rewrite_logits(row_logits, row_logits.argmax(-1), judge_logit, input_ids, rows,
+                                               request_types, lengths, self.threshold)
+        decided = rewritten.argmax(-1)  # what the stock greedy decoder reads
+        out, root = [], 0
+        for draft in drafts:
+            accepted = 0
+            while accepted < len(draft) and draft[accepted] == decided[root + accepted]:
+                accepted += 1
+            out.append([int(t) for t in draft[:accepted]] + [int(decided[root + accepted])])
+            root += len(draft) + 1
+        return out
+

@@ -8,7 +8,7 @@ worker builds its verifier with the same factory; with ``check_ranks`` they comp
 cycle (:func:`.tp.check_rank_agreement`). Spawning needs an MPI runtime around the parent: start
 it under ``mpirun -n 1`` (Open MPI refuses to spawn from a singleton).
 
-Worker entry point: ``python -m trtllm_autojudge.trt.tp_pool --factory MODULE_OR_FILE:FUNCTION
+Worker entry point: ``python -m trtllm_autojudge.trt.runner.tp_pool --factory MODULE_OR_FILE:FUNCTION
 --kwargs JSON``; ``FUNCTION(rank=..., **kwargs)`` returns the rank's verifier.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..decoding.acceptance import Acceptance
+from ...decoding.acceptance import Acceptance
 from .packing import PackedCycle
 from .tp import check_rank_agreement
 
@@ -41,7 +41,7 @@ def load_factory(spec: str):
 
 def engine_verifier(rank: int, engine_dir: str):
     """Factory for the AutoJudge target engine (TensorRT-LLM 1.2, GPU ranks)."""
-    from ..backends.trtllm_runner import EngineTargetVerifier
+    from ...backends.trtllm_runner import EngineTargetVerifier
 
     return EngineTargetVerifier(engine_dir, rank=rank)
 
@@ -54,7 +54,7 @@ class SpawnedTargetPool:
 
         if n_ranks < 1:
             raise ValueError(f"n_ranks must be >= 1, got {n_ranks}")
-        args = ["-m", "trtllm_autojudge.trt.tp_pool", "--factory", factory, "--kwargs", json.dumps(kwargs or {})]
+        args = ["-m", "trtllm_autojudge.trt.runner.tp_pool", "--factory", factory, "--kwargs", json.dumps(kwargs or {})]
         if check_ranks:
             args.append("--check_ranks")
         try:
@@ -86,7 +86,7 @@ class SpawnedTargetPool:
 def worker_main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
-    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.tp_pool")
+    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.runner.tp_pool")
     ap.add_argument("--factory", required=True)
     ap.add_argument("--kwargs", default="{}")
     ap.add_argument("--check_ranks", action="store_true")

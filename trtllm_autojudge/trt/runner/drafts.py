@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..decoding.tree import DraftTree
+from ...decoding.tree import DraftTree
 
 
 def top_tokens(logits: np.ndarray, width: int) -> np.ndarray:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decoding.acceptance import Acceptance
-from .packing import PackedCycle
+from ...decoding.acceptance import Acceptance
+from ..runner.packing import PackedCycle
 
 # autojudge_target: one verification cycle in, the plugin's outputs back (no batch dimension).
 CYCLE_TENSORS = {  # name -> (Triton data type, dims)

@@ -12,8 +12,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .contract import (ACCEPT_OUTPUTS, LAYER_NAME, OUTPUT_MODES, PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION,
-                       accept_input_names, check_accept_input_shapes, check_plugin_fields, plugin_field_specs)
+from .contract import (ACCEPT_OUTPUTS, LAYER_NAME, PLUGIN_NAME, PLUGIN_NAMESPACE, PLUGIN_VERSION,
+                       check_plugin_fields, check_plugin_input_shapes, plugin_field_specs, plugin_io_names)
 
 
 def _tensorrt():
@@ -26,29 +26,27 @@ def _tensorrt():
 
 
 def add_autojudge_plugin(network, inputs: Sequence, fields: Mapping[str, np.ndarray]):
-    """Add an accept-mode ``AutoJudgeAccept`` layer; returns the ``IPluginV3Layer``.
+    """Add an ``AutoJudgeAccept`` layer in the mode the fields ask for; returns the ``IPluginV3Layer``.
 
     Parameters
     ----------
     network : tensorrt.INetworkDefinition
     inputs : sequence of tensorrt.ITensor
-        In contract order (:data:`.contract.ACCEPT_INPUTS`; ``draft_hidden`` only for DD-DT).
+        In plugin order: :data:`.contract.ACCEPT_INPUTS` (accept mode) or
+        :data:`.contract.LOGITS_INPUTS` (logits mode); ``draft_hidden`` only for DD-DT.
     fields : dict
         All eight fields (:func:`.fields.engine_plugin_fields`).
     """
     trt = _tensorrt()
     fields = check_plugin_fields(fields)
-    if int(fields["output_mode"][0]) != OUTPUT_MODES["accept"]:
-        raise ValueError("add_autojudge_plugin inserts the accept mode (output_mode 0); these fields ask for "
-                         f"output_mode {int(fields['output_mode'][0])}")
-    names = accept_input_names(int(fields["feature_setup"][0]))
+    names, _ = plugin_io_names(fields)
     if len(inputs) != len(names):
-        raise ValueError(f"the accept mode takes {len(names)} inputs {list(names)}, got {len(inputs)}")
-    check_accept_input_shapes({n: tuple(t.shape) for n, t in zip(names, inputs)}, fields)
+        raise ValueError(f"these fields configure a plugin with {len(names)} inputs {list(names)}, got {len(inputs)}")
+    check_plugin_input_shapes({n: tuple(t.shape) for n, t in zip(names, inputs)}, fields)
     creator = trt.get_plugin_registry().get_creator(PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_NAMESPACE)
     if creator is None:
         raise RuntimeError(f"TensorRT has no creator {PLUGIN_NAME} v{PLUGIN_VERSION} in namespace {PLUGIN_NAMESPACE!r}: "
-                           f"call trtllm_autojudge.trt.library.load_plugin_library() first")
+                           f"call trtllm_autojudge.trt.plugin.library.load_plugin_library() first")
     collection = trt.PluginFieldCollection(
         [trt.PluginField(name, data, getattr(trt.PluginFieldType, kind)) for name, data, kind in plugin_field_specs(fields)])
     plugin = creator.create_plugin(LAYER_NAME, collection, trt.TensorRTPhase.BUILD)

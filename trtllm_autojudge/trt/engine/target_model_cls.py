@@ -25,10 +25,10 @@ from tensorrt_llm._utils import pad_vocab_size, str_dtype_to_trt
 from tensorrt_llm.functional import Tensor, _create_tensor, concat, index_select, shape, slice
 from tensorrt_llm.models import LLaMAForCausalLM
 
-from trtllm_autojudge.trt import io_spec
-from trtllm_autojudge.trt.fields import engine_plugin_fields
-from trtllm_autojudge.trt.library import load_plugin_library
-from trtllm_autojudge.trt.network import add_autojudge_plugin
+from trtllm_autojudge.trt.engine import io_spec
+from trtllm_autojudge.trt.plugin.fields import engine_plugin_fields
+from trtllm_autojudge.trt.plugin.library import load_plugin_library
+from trtllm_autojudge.trt.plugin.network import add_autojudge_plugin
 
 
 class AutoJudgeLLaMAForCausalLM(LLaMAForCausalLM):
@@ -50,7 +50,7 @@ class AutoJudgeLLaMAForCausalLM(LLaMAForCausalLM):
         plugins = default_net().plugin_config
         if kwargs.get("use_cache", True):
             raise ValueError("build the AutoJudge target engine with `--kv_cache_type disabled`: it verifies each "
-                             "cycle as context rows (trtllm_autojudge/trt/io_spec.py says why)")
+                             "cycle as context rows (trtllm_autojudge/trt/engine/io_spec.py says why)")
         if not plugins.remove_input_padding or not plugins.gpt_attention_plugin:
             raise ValueError("build the AutoJudge target engine with `--remove_input_padding enable` and the GPT "
                              "attention plugin (`--gpt_attention_plugin auto`): node rows index packed tokens")

@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..decoding.acceptance import PAD
-from ..decoding.tree import DraftTree
+from ...decoding.acceptance import PAD
+from ...decoding.tree import DraftTree
 
 
 @dataclass
@@ -187,7 +187,7 @@ def engine_feed(cycle: PackedCycle, num_layers: int, max_input_len: int, max_seq
     drives such an engine through ``Session``): request type 0 = context, ``last_token_ids`` is
     the cumulative row length, perf knobs -1 (defaults).
     """
-    from . import io_spec
+    from ..engine import io_spec
 
     R = cycle.context_lengths.shape[0]
     feed = {

@@ -1,9 +1,10 @@
 """Convert a Hugging Face Llama checkpoint to a TensorRT-LLM 1.2 checkpoint (``rank{r}.safetensors``
 + ``config.json``), and write the AutoJudge block into its config: ``autojudge`` for the target,
-``autojudge_draft`` for a draft that returns its hidden states (DD-DT judges, :mod:`.draft_spec`).
+``autojudge_draft`` for a draft that returns its hidden states (DD-DT judges, :mod:`.draft_spec`),
+``autojudge_stock`` for the stock route's target (:mod:`.stock_spec`).
 
-``python -m trtllm_autojudge.trt.convert --model_dir HF --output_dir CKPT --dtype float16 --tp_size N
-[--autojudge_block block.json | --draft_hidden_output]``
+``python -m trtllm_autojudge.trt.engine.convert --model_dir HF --output_dir CKPT --dtype float16 --tp_size N
+[--autojudge_block block.json | --stock_block block.json | --draft_hidden_output]``
 
 The conversion is TensorRT-LLM's own: per rank, ``LLaMAForCausalLM.from_hugging_face(model_dir,
 dtype, mapping=Mapping(world_size=N, rank=r, tp_size=N, pp_size=1))`` then
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from .draft_spec import DRAFT_BLOCK_KEY, draft_block
 from .io_spec import BLOCK_KEY, EngineBlock
+from .stock_spec import STOCK_BLOCK_KEY, StockBlock
 
 
 def _set_config_key(checkpoint_dir: str | Path, key: str, value: dict) -> Path:
@@ -38,19 +40,25 @@ def write_autojudge_block(checkpoint_dir: str | Path, block: EngineBlock) -> Pat
     return _set_config_key(checkpoint_dir, BLOCK_KEY, block.to_json())
 
 
+def write_stock_block(checkpoint_dir: str | Path, block: StockBlock) -> Path:
+    """Add (or replace) the ``autojudge_stock`` block: build this target with :mod:`.stock_model_cls`."""
+    return _set_config_key(checkpoint_dir, STOCK_BLOCK_KEY, block.to_json())
+
+
 def write_draft_block(checkpoint_dir: str | Path) -> Path:
     """Add (or replace) the ``autojudge_draft`` block: build this draft with :mod:`.draft_model_cls`."""
     return _set_config_key(checkpoint_dir, DRAFT_BLOCK_KEY, draft_block())
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.convert", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.engine.convert", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model_dir", required=True, help="Hugging Face Llama checkpoint directory")
     ap.add_argument("--output_dir", required=True, help="TensorRT-LLM checkpoint directory to write")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
     ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks (one rank{r}.safetensors each)")
     kind = ap.add_mutually_exclusive_group()
-    kind.add_argument("--autojudge_block", help="JSON file with the target's autojudge block (target only)")
+    kind.add_argument("--autojudge_block", help="JSON file with the target's autojudge block (context route)")
+    kind.add_argument("--stock_block", help="JSON file with the target's autojudge_stock block (stock route)")
     kind.add_argument("--draft_hidden_output", action="store_true",
                       help="draft for a DD-DT judge: write the autojudge_draft block (build with draft_model_cls.py)")
     return ap.parse_args(argv)
@@ -59,6 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     block = EngineBlock.from_dict(json.loads(Path(args.autojudge_block).read_text())) if args.autojudge_block else None
+    stock = StockBlock.from_dict(json.loads(Path(args.stock_block).read_text())) if args.stock_block else None
     try:
         from tensorrt_llm import Mapping
         from tensorrt_llm.models import LLaMAForCausalLM
@@ -74,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         del model
     if block is not None:
         write_autojudge_block(args.output_dir, block)
+    if stock is not None:
+        write_stock_block(args.output_dir, stock)
     if args.draft_hidden_output:
         write_draft_block(args.output_dir)
     return 0

@@ -3,7 +3,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
 
-from trtllm_autojudge.trt.triton_models._common import input_array, model_parameters
+from trtllm_autojudge.trt.triton.models._common import input_array, model_parameters
 
 
 class TritonPythonModel:

@@ -19,7 +19,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..decoding.tree import DraftTree
+from ...decoding.tree import DraftTree
 from .drafts import assemble_draft_hidden, draft_from_outputs, node_context, unfed_nodes
 from .loop import DraftProposal
 from .packing import chain_width, tree_from_chain
@@ -53,7 +53,7 @@ class ChainTreeDrafter:
         if need_hidden and not self.engine.returns_hidden:
             raise ValueError("the draft engine does not return its hidden states, which a DD-DT judge reads: rebuild "
                              "it with `trtllm-autojudge build-engines --judge <the DD-DT judge>` (it builds the draft "
-                             "with trtllm_autojudge/trt/draft_model_cls.py), or use a DT judge")
+                             "with trtllm_autojudge/trt/engine/draft_model_cls.py), or use a DT judge")
         D, W = tree.max_depth, chain_width(tree)
         outs = self.engine.generate(prefixes, D, logits=W > 1, hidden=need_hidden)
         output_ids = np.full((len(prefixes), max(len(p) for p in prefixes) + D), self.engine.end_id, np.int64)

@@ -12,7 +12,7 @@ Models (``<repo>/<name>/config.pbtxt`` + ``<repo>/<name>/1/model.py`` for Python
   ``num_draft_tokens`` (plus ``draft_width`` for chain trees); per-request metrics come back as
   outputs.
 
-The Python model files live in ``trtllm_autojudge/trt/triton_models/`` and are copied in; they need
+The Python model files live in ``trtllm_autojudge/trt/triton/models/`` and are copied in; they need
 this package and TensorRT-LLM 1.2 installed in Triton's Python environment.
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ import shutil
 from pathlib import Path
 
 from .pbtxt import Enum, parameters, to_pbtxt
-from .triton_io import ACCEPTANCE_TENSORS, CYCLE_TENSORS
+from .tensors import ACCEPTANCE_TENSORS, CYCLE_TENSORS
 
 MODELS = ("preprocessing", "postprocessing", "tensorrt_llm_draft", "autojudge_target", "autojudge_bls")
-MODEL_SOURCES = Path(__file__).with_name("triton_models")
+MODEL_SOURCES = Path(__file__).with_name("models")
 
 
 def _io(name: str, kind: str, dims: list[int], **extra) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .contract import OUTPUT_MODES
+from ..plugin.contract import OUTPUT_MODES
 
 BLOCK_KEY = "autojudge"
 BLOCK_FORMAT = 1
