@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Train the embedded draft for the TUNED target by distillation, and measure it.
+"""Train the embedded draft for a task's TUNED target by distillation, and measure it.
 
-Reproduces ``trtllm_autojudge/assets/draft.safetensors``:
+Reproduces the shipped drafts (``--task gsm8k-cot``: ``assets/draft.safetensors``; ``--task
+gsm8k-program``: ``assets/draft_program.safetensors``, for the target of ``target_lora_program``):
 
-    python build_scripts/train_draft.py            # labels, training (resumes from --work), save
-    python build_scripts/train_draft.py --measure  # alpha, cost per token, accepted tokens per cycle
+    python build_scripts/train_draft.py [--task T]            # labels, training (resumes from --work), save
+    python build_scripts/train_draft.py [--task T] --measure  # alpha, cost per token, accepted tokens per cycle
 
 The draft is the tuned target's first ``--layers`` decoder layers with the target's embeddings and
-LM head (see trtllm_autojudge/backends/embedded_draft.py). Training data: worked solutions of fresh
-variants of the TRAINING templates (seed ``--seed``), teacher-forced through the tuned target; the
+LM head (see trtllm_autojudge/backends/embedded_draft.py). Training data: the task's responses (worked
+solutions, or programs) to fresh variants of the TRAINING templates (seed ``--seed``), teacher-forced through the tuned target; the
 draft learns the target's greedy token at every response position (cross-entropy on the target's
 argmax), through LoRA factors on its layers and full norm weights. Held-out alpha (the share of
 positions where the draft's greedy token equals the target's) is logged on fresh variants of the
@@ -30,12 +31,14 @@ from safetensors import safe_open
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trtllm_autojudge.backends.embedded import TARGET_ADAPTER, cache_root, load_target  # noqa: E402
-from trtllm_autojudge.backends.finetune import load_checkpoint, lr_at, save_checkpoint  # noqa: E402
-from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, load_draft  # noqa: E402
+from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
+from trtllm_autojudge.backends.embedded import cache_root, load_target  # noqa: E402
+from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, save_checkpoint  # noqa: E402
+from trtllm_autojudge.backends.embedded_draft import cut_model, load_draft  # noqa: E402
 from trtllm_autojudge.backends.lora import attach_lora, save_adapter  # noqa: E402
-from trtllm_autojudge.data import original_problems, prompt_ids, variant_problems  # noqa: E402
 from trtllm_autojudge.data.batches import make_batches, pad_batch  # noqa: E402
+from trtllm_autojudge.tasks import load_task  # noqa: E402
+from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 
@@ -46,7 +49,11 @@ HELDOUT_SEED = 2_000  # fresh variants for held-out alpha (training uses --seed,
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=DRAFT_FILE, help="draft file to write")
+    p.add_argument("--task", default="gsm8k-cot", choices=sorted(EMBEDDED_TASK_DTYPES), help="the task whose tuned target the draft serves")
+    p.add_argument("--out", type=Path, default=None, help="draft file to write (default: the task's shipped draft)")
+    p.add_argument("--dtype", default=None, choices=CHOICES,
+                   help="training compute dtype (default: float32 for gsm8k-cot, as its shipped files were made; "
+                        "auto for gsm8k-program: bf16 where the CPU computes it natively, as the demo runs)")
     p.add_argument("--work", type=Path, default=None, help="labels and checkpoints (default: <cache>/train_draft)")
     p.add_argument("--layers", type=int, default=6, help="the draft runs the target's first LAYERS layers")
     p.add_argument("--per-template", type=int, default=10, help="training variants per training template")
@@ -63,7 +70,12 @@ def parse_args(argv=None):
     p.add_argument("--measure", action="store_true", help="only measure the draft at --out")
     p.add_argument("--measure-prompts", type=int, default=8, help="prompts per group for speculative decoding")
     p.add_argument("--max-new-tokens", type=int, default=256)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.dtype = args.dtype or EMBEDDED_TASK_DTYPES[args.task]
+    args.task_obj = load_task(args.task)
+    args.adapter = ASSETS / args.task_obj.shipped_adapter
+    args.out = args.out or ASSETS / args.task_obj.shipped_draft
+    return args
 
 
 @torch.inference_mode()
@@ -85,18 +97,18 @@ def cached(path: Path, make):
     return value
 
 
-def training_questions(path: Path) -> set[str]:
+def training_questions(task, path: Path) -> set[str]:
     """Questions an adapter or draft file was trained on (from the settings in its metadata)."""
     with safe_open(str(path), framework="pt") as f:
         settings = json.loads((f.metadata() or {})["settings"])
-    return {p.question for p in variant_problems("train", settings["per_template"], seed=settings["seed"])}
+    return {p.question for p in task.problems("train", False, settings["per_template"], settings["seed"])}
 
 
-def heldout_problems(seen: set[str]) -> dict[str, list]:
+def heldout_problems(task, seen: set[str]) -> dict[str, list]:
     """Held-out sets: fresh variants of the training templates (minus ``seen``), variants of the eval templates."""
     return {
-        "train_templates_fresh": [p for p in variant_problems("train", 1, seed=HELDOUT_SEED) if p.question not in seen],
-        "eval_templates": variant_problems("eval", 2, seed=HELDOUT_SEED),
+        "train_templates_fresh": [p for p in task.problems("train", False, 1, HELDOUT_SEED) if p.question not in seen],
+        "eval_templates": task.problems("eval", False, 2, HELDOUT_SEED),
     }
 
 
@@ -122,21 +134,25 @@ def heldout_alpha(draft, sets, pad_id: int) -> dict[str, float]:
 def train(args) -> None:
     work = args.work or cache_root() / "train_draft"
     work.mkdir(parents=True, exist_ok=True)
-    teacher = hashlib.sha1(TARGET_ADAPTER.read_bytes()).hexdigest()[:10]  # labels depend on the tuned target
+    task, dtype = args.task_obj, resolve_dtype(args.dtype)
+    teacher = hashlib.sha1(args.adapter.read_bytes()).hexdigest()[:10]  # labels depend on the tuned target
     settings = {"teacher": teacher, **{k: getattr(args, k) for k in TRAIN_KEYS[1:]}}
+    if task.name != "gsm8k-cot" or dtype != torch.float32:  # the shipped gsm8k-cot draft's tag stays as it was
+        settings.update(task=task.name, dtype=dtype_name(dtype))
     tag = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     torch.manual_seed(args.seed)
-    target, tokenizer = load_target("tuned")
+    target, tokenizer = load_target("tuned", adapter=args.adapter)
+    target.model.to(dtype)  # frozen, as the demo runs it; the draft's LoRA factors and norms stay float32
     pad = tokenizer.pad_token_id
 
-    train_problems = variant_problems("train", args.per_template, seed=args.seed)
-    batches = make_batches(tokenizer, train_problems, args.batch, args.seed)
+    train_problems = task.problems("train", False, args.per_template, args.seed)
+    batches = make_batches(tokenizer, train_problems, args.batch, args.seed, encode=task.training_ids)
     labels = cached(work / f"labels-{teacher}-train-{args.per_template}-{args.seed}-{args.batch}.pt",
                     lambda: teacher_labels(target.model, batches, pad, "target labels (train)"))
-    seen = {p.question for p in train_problems} | training_questions(TARGET_ADAPTER)
+    seen = {p.question for p in train_problems} | training_questions(task, args.adapter)
     heldout = {}
-    for name, problems in heldout_problems(seen).items():
-        b = make_batches(tokenizer, problems, 8, 0)
+    for name, problems in heldout_problems(task, seen).items():
+        b = make_batches(tokenizer, problems, 8, 0, encode=task.training_ids)
         heldout[name] = (b, cached(work / f"labels-{teacher}-{name}.pt",
                                    lambda: teacher_labels(target.model, b, pad, f"target labels ({name})")))
 
@@ -171,7 +187,8 @@ def train(args) -> None:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, total, args.warmup, args.lr)
         i = step % len(batches)
-        loss = torch.nn.functional.cross_entropy(draft_logits(draft, batches[i], pad).float(), labels[i].long())
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            loss = torch.nn.functional.cross_entropy(draft_logits(draft, batches[i], pad).float(), labels[i].long())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -189,9 +206,9 @@ def train(args) -> None:
                 "tensors": {n: p.detach().clone() for n, p in draft.named_parameters() if p.requires_grad}})
     bar.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    save_adapter(args.out, wrapped, args.rank, args.alpha, base="tuned embedded target (target_lora.safetensors)",
+    save_adapter(args.out, wrapped, args.rank, args.alpha, base=f"tuned embedded target ({args.adapter.name})",
                  full={n: p for n, p in norms.items()}, layers=",".join(map(str, layers)), settings=json.dumps(settings),
-                 heldout_alpha=json.dumps(alphas[-1]))
+                 heldout_alpha=json.dumps(alphas[-1]), task=task.name, dtype=dtype_name(dtype))
     log.info("wrote %s (%.1f MB); held-out alpha %s", args.out, args.out.stat().st_size / 1e6, alphas[-1])
 
 
@@ -218,20 +235,23 @@ def greedy_alpha(target, draft, prompt: list[int], response: list[int]) -> tuple
 
 
 def measure(args) -> None:
-    target, tokenizer = load_target("tuned")
+    task, dtype = args.task_obj, resolve_dtype(args.dtype)
+    target, tokenizer = load_target("tuned", adapter=args.adapter)
     draft, _ = load_draft(target, path=args.out)
+    target.model.to(dtype)
+    draft.model.to(dtype)
     n = args.measure_prompts
-    seen = training_questions(TARGET_ADAPTER) | training_questions(args.out)
+    seen = training_questions(task, args.adapter) | training_questions(task, args.out)
     groups = {
-        "eval_templates_original": original_problems("eval")[:n],
-        "train_templates_fresh": heldout_problems(seen)["train_templates_fresh"][:n],
+        "eval_templates_original": task.problems("eval", True, 0, 0)[:n],
+        "train_templates_fresh": heldout_problems(task, seen)["train_templates_fresh"][:n],
     }
-    prompt = prompt_ids(tokenizer, groups["eval_templates_original"][0].question)
+    prompt = task.prompt_ids(tokenizer, groups["eval_templates_original"][0].question)
     t_target, t_draft = step_times([target, draft], prompt)
-    report = {"draft": draft.name, "target_step_s": round(t_target, 4), "draft_step_s": round(t_draft, 4),
+    report = {"draft": draft.name, "dtype": dtype_name(dtype), "target_step_s": round(t_target, 4), "draft_step_s": round(t_draft, 4),
               "cost_per_token": round(t_draft / t_target, 3)}
     for name, problems in groups.items():
-        prompts = [prompt_ids(tokenizer, p.question) for p in problems]
+        prompts = [task.prompt_ids(tokenizer, p.question) for p in problems]
         responses = [greedy_generate(target, p, args.max_new_tokens) for p in tqdm(prompts, desc=f"{name} greedy", unit="q")]
         hits = [greedy_alpha(target, draft, p, r) for p, r in zip(prompts, responses)]
         report[f"{name}_alpha"] = round(sum(h for h, _ in hits) / sum(c for _, c in hits), 4)

