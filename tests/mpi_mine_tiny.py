@@ -1,7 +1,10 @@
-"""Mine 6 tiny prompts into argv[1]; run alone or under mpirun by tests/test_mining.py."""
+"""Mine 6 tiny prompts into argv[1] with the miner argv[2] (plain | fast); run alone or under mpirun
+by tests/test_mining.py. float64, so the fast miner's batches give the plain loop's labels."""
+import os
 import sys
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # tests/ and the checkout whose package is under test
 
 import torch  # noqa: E402
 
@@ -9,9 +12,11 @@ torch.set_num_threads(1)
 
 from test_mining import KeyTokens, decode, tiny_prompts  # noqa: E402
 from tiny_models import tiny_pair  # noqa: E402
-from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig  # noqa: E402
-from trtllm_autojudge.mining.run import mine_prompts  # noqa: E402
+from trtllm_autojudge.mining.miner import MiningConfig  # noqa: E402
+from trtllm_autojudge.mining.run import make_miner, mine_prompts  # noqa: E402
 
-target, draft = tiny_pair(seed=3)
-miner = LabelMiner(target, draft, KeyTokens(window=8), decode, MiningConfig(max_new_tokens=12))
+target, draft = tiny_pair(seed=3, dtype=torch.float64)
+fast = sys.argv[2] == "fast"
+config = MiningConfig(max_new_tokens=12, depth=4 if fast else 1)
+miner = make_miner(target, draft, KeyTokens(window=8), decode, config, batch_size=2 if fast else 1)
 mine_prompts(miner, tiny_prompts(6, seed=2), sys.argv[1], progress=False)
