@@ -1,6 +1,8 @@
 """Mine 6 tiny prompts into argv[1] with the miner argv[2] (plain | fast); run alone or under mpirun
-by tests/test_mining.py. float64, so the fast miner's batches give the plain loop's labels."""
+by tests/test_mining*.py. float64, so the fast miner's batches give the plain loop's labels. With
+argv[3] = K the process SIGKILLs itself inside its K-th speculative batch (more than one request)."""
 import os
+import signal
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,4 +21,17 @@ target, draft = tiny_pair(seed=3, dtype=torch.float64)
 fast = sys.argv[2] == "fast"
 config = MiningConfig(max_new_tokens=12, depth=4 if fast else 1)
 miner = make_miner(target, draft, KeyTokens(window=8), decode, config, batch_size=2 if fast else 1)
+if len(sys.argv) > 3:
+    kill_at, generate = int(sys.argv[3]), miner.regenerator.generate
+    batches = []
+
+    def generate_then_die(requests):
+        if len(requests) > 1:
+            batches.append(len(requests))
+            if len(batches) == kill_at:
+                generate(requests[: len(requests) // 2])  # half done when the kill comes
+                os.kill(os.getpid(), signal.SIGKILL)
+        return generate(requests)
+
+    miner.regenerator.generate = generate_then_die
 mine_prompts(miner, tiny_prompts(6, seed=2), sys.argv[1], progress=False)

@@ -156,7 +156,7 @@ class TransformersRegenerator:
         alive = [True] * B  # per batch row
         steps = 0
         while rows:
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)  # [b, width + steps + 1]
+            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)  # [b, width + steps + 1]
             hidden = model.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions[:, None],
                                  cache=cache, use_cache=True).last_hidden_state[:, -1]  # [b, H]
             tokens = model.lm_head(hidden).argmax(-1)  # [b]
