@@ -1,6 +1,7 @@
 """Mine 6 tiny prompts into argv[1] with the miner argv[2] (plain | fast); run alone or under mpirun
 by tests/test_mining*.py. float64, so the fast miner's batches give the plain loop's labels. With
-argv[3] = K the process SIGKILLs itself inside its K-th speculative batch (more than one request)."""
+argv[3] = K the process SIGKILLs itself the K-th time it returns from collecting results while
+more than one regeneration is still running (inside a speculative batch)."""
 import os
 import signal
 import sys
@@ -22,16 +23,16 @@ fast = sys.argv[2] == "fast"
 config = MiningConfig(max_new_tokens=12, depth=4 if fast else 1)
 miner = make_miner(target, draft, KeyTokens(window=8), decode, config, batch_size=2 if fast else 1)
 if len(sys.argv) > 3:
-    kill_at, generate = int(sys.argv[3]), miner.regenerator.generate
-    batches = []
+    kill_at, backend = int(sys.argv[3]), miner.regenerator
+    collect, batches = backend.collect, []
 
-    def generate_then_die(requests):
-        if len(requests) > 1:
-            batches.append(len(requests))
+    def collect_then_die():
+        done = collect()
+        if sum(row.alive for row in backend.rows) > 1:  # several regenerations still running
+            batches.append(1)
             if len(batches) == kill_at:
-                generate(requests[: len(requests) // 2])  # half done when the kill comes
                 os.kill(os.getpid(), signal.SIGKILL)
-        return generate(requests)
+        return done
 
-    miner.regenerator.generate = generate_then_die
+    backend.collect = collect_then_die
 mine_prompts(miner, tiny_prompts(6, seed=2), sys.argv[1], progress=False)

@@ -12,7 +12,7 @@ import torch
 
 from tiny_models import EOS, VOCAB, tiny_pair
 from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator, common_prefix_len
-from trtllm_autojudge.backends.regeneration import Continuation, RegenerationRequest, cut, serve
+from trtllm_autojudge.backends.regeneration import Continuation, RegenerationRequest, Server, cut, serve
 from trtllm_autojudge.mining.cached_lm import SessionRegenerator
 
 
@@ -53,16 +53,44 @@ def test_batched_backend_equals_sequential_float64(max_rows):
     assert n > 40 and fwd_fast < fwd_ref / 3  # shared prefixes come from the store
 
 
-def test_backend_response_shape():
+def test_requests_joining_a_running_batch_float64():
+    """Continuous batching: requests queued while others decode join the batch; results unchanged."""
+    target, _ = tiny_pair(seed=3, dtype=torch.float64)
+    ref, fast = SessionRegenerator(target, reuse=False), Server(TransformersRegenerator(target, max_rows=6))
+    rounds = random_rounds(3, rounds=2)
+    first = next(rounds)
+    reqs = first + rounds.send(serve(ref, first))  # the second round branches off the first's results
+    expected = serve(ref, reqs)
+    got, tickets = {}, []
+    for start in range(0, len(reqs), 3):  # three more requests after every collect
+        tickets += fast.submit(reqs[start:start + 3])
+        got.update(fast.collect())
+    while len(got) < len(reqs):
+        got.update(fast.collect())
+    assert [got[t].sequence for t in tickets] == [r.sequence for r in expected] and len(reqs) > 8
+
+
+def test_backend_request_and_response_shapes():
     target, _ = tiny_pair(seed=3)
     reqs = [RegenerationRequest((5, 6, 7), 9, frozenset({EOS}), None, "p"),
             RegenerationRequest((5, EOS), 9, frozenset({EOS}), None, "p"),  # ends with a stop token
-            RegenerationRequest((5, 6), 2, frozenset({EOS}), None, "p")]  # no budget left
+            RegenerationRequest((5, 6), 2, frozenset({EOS}), None, "p"),  # no budget left
+            RegenerationRequest((8, 9, 10, 11), 30, frozenset(), None, "q")]  # cancelled
     for backend in (TransformersRegenerator(target), SessionRegenerator(target)):
-        out = backend.generate(reqs)
-        assert [type(c) for c in out] == [Continuation] * 3
-        assert len(out[0].tokens) <= 6 and out[0].forwarded >= len(out[0].tokens) and all(isinstance(t, int) for t in out[0].tokens)
-        assert out[1] == Continuation([], 0) and out[2] == Continuation([], 0)
+        tickets = backend.submit(reqs)
+        out = backend.collect()
+        assert len(set(tickets)) == 4 and out and tickets[3] not in out
+        spent = backend.cancel([tickets[3]])
+        assert list(spent) == [tickets[3]] and spent[tickets[3]] >= 0
+        while len(out) < 3:
+            got = backend.collect()
+            assert got, "three requests are still owed"
+            out.update(got)
+        assert sorted(out) == sorted(tickets[:3]) and backend.collect() == {}
+        assert all(type(c) is Continuation for c in out.values())
+        first = out[tickets[0]]
+        assert 1 <= len(first.tokens) <= 6 and first.forwarded >= len(first.tokens) and all(isinstance(t, int) for t in first.tokens)
+        assert out[tickets[1]] == Continuation([], 0) and out[tickets[2]] == Continuation([], 0)
 
 
 def test_cut_stops_where_the_greedy_loop_stops():
@@ -79,8 +107,15 @@ def test_serve_reports_a_backend_that_returns_nothing():
     class Mute:
         max_context = 100
 
-        def generate(self, requests):
-            return [Continuation([], 0) for _ in requests]
+        def submit(self, requests):
+            self.owed = list(range(len(requests)))
+            return self.owed
+
+        def collect(self):
+            return {t: Continuation([], 0) for t in self.owed}
+
+        def cancel(self, tickets):
+            return {}
 
     with pytest.raises(RuntimeError, match="'p7'.*returned no token"):
         serve(Mute(), [RegenerationRequest((1, 5), 8, frozenset({EOS}), None, "p7")])
@@ -120,7 +155,7 @@ class FakeLLM:
         outs = []
         for prompt, sp in zip(inputs, sampling_params):
             req = RegenerationRequest(tuple(prompt), len(prompt) + sp.max_tokens, frozenset(sp.stop_token_ids or []))
-            tokens = self.reference.generate([req])[0].tokens
+            tokens = serve(self.reference, [req])[0].sequence[len(prompt):]
             if tokens and tokens[-1] == sp.end_id:
                 outs.append(types.SimpleNamespace(outputs=[FakeCompletion(tokens[:-1], "stop")]))
             else:

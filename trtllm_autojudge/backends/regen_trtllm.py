@@ -8,9 +8,10 @@ takes a list of token-id lists and one :class:`SamplingParams` per input, and re
 ``finish_reason`` ('stop' / 'length') and ``stop_reason`` (the stop token id for stop words).
 Greedy is ``top_k=1`` with ``top_p`` unset (``SamplingParams._greedy_decoding``).
 
-All regenerations of one mining round go in ONE ``generate`` call: the executor batches them in
-flight, and block reuse makes the prefix they share with earlier requests (the prompt, the
-response up to the mismatch) nearly free. The stop rule's ``is_final`` cannot run inside the
+Everything queued when the miner collects goes in ONE ``generate`` call: the executor batches the
+requests in flight, and block reuse makes the prefix they share with earlier requests (the prompt,
+the response up to the mismatch) nearly free. (``LLM.generate_async`` would let finished prompts
+refill the engine between calls, as the transformers backend does; not done.) The stop rule's ``is_final`` cannot run inside the
 engine: the continuation runs to a stop token or the budget and :func:`.regeneration.serve` cuts
 it where the answer became fixed (same tokens as stopping there, more of them generated).
 """
@@ -30,6 +31,8 @@ class TrtllmRegenerator:
 
     def __init__(self, llm, max_context: int):
         self.llm, self.max_context = llm, int(max_context)
+        self.queue: dict[int, RegenerationRequest] = {}
+        self._next = 0
 
     @classmethod
     def from_checkpoint(cls, model_dir: str, max_seq_len: int, **llm_kwargs) -> "TrtllmRegenerator":
@@ -50,19 +53,31 @@ class TrtllmRegenerator:
         return SamplingParams(max_tokens=request.budget, top_k=1, end_id=stops[0] if stops else -1,
                               stop_token_ids=stops or None, include_stop_str_in_output=True, detokenize=False)
 
-    def generate(self, requests: Sequence[RegenerationRequest]) -> list[Continuation]:
-        out = [Continuation([], 0) for _ in requests]
-        live = [i for i, r in enumerate(requests) if not r.finished]
+    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
+        tickets = list(range(self._next, self._next + len(requests)))
+        self._next += len(requests)
+        self.queue.update(zip(tickets, requests))
+        return tickets
+
+    def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
+        """Only requests not yet sent can be taken back (a generate call runs to its end)."""
+        return {t: 0 for t in tickets if self.queue.pop(t, None) is not None}
+
+    def collect(self) -> dict[int, Continuation]:
+        """Everything queued, in ONE ``LLM.generate`` call."""
+        batch, self.queue = self.queue, {}
+        out = {t: Continuation([], 0) for t, r in batch.items() if r.finished}
+        live = [(t, r) for t, r in batch.items() if not r.finished]
         if not live:
             return out
-        results = self.llm.generate([list(requests[i].prefix) for i in live],
-                                    sampling_params=[self.sampling_params(requests[i]) for i in live], use_tqdm=False)
-        for i, result in zip(live, results):
-            completion, request = result.outputs[0], requests[i]
+        results = self.llm.generate([list(r.prefix) for _, r in live],
+                                    sampling_params=[self.sampling_params(r) for _, r in live], use_tqdm=False)
+        for (ticket, request), result in zip(live, results):
+            completion = result.outputs[0]
             tokens = [int(t) for t in completion.token_ids]
             if completion.finish_reason == "stop" and request.stop_ids and (not tokens or tokens[-1] not in request.stop_ids):
                 # an end_id stop leaves the end token out of token_ids: put it back, as greedy decoding emits it
                 stop = completion.stop_reason if isinstance(completion.stop_reason, int) else min(request.stop_ids)
                 tokens.append(int(stop))
-            out[i] = Continuation(tokens, len(request.prefix) + len(tokens))
+            out[ticket] = Continuation(tokens, len(request.prefix) + len(tokens))
         return out

@@ -86,16 +86,29 @@ class CachedLM:
 
 
 class SessionRegenerator:
-    """The reference regeneration backend: one request at a time on a :class:`CachedLM`."""
+    """The reference regeneration backend: one request at a time on a :class:`CachedLM`, in
+    submission order (``collect`` serves the oldest queued request)."""
 
     def __init__(self, lm: LanguageModel, reuse: bool = True):
         self.cached = CachedLM(lm, reuse)
         self.max_context = model_context(lm)
+        self.queue: dict[int, RegenerationRequest] = {}
+        self._next = 0
 
-    def generate(self, requests: Sequence[RegenerationRequest]) -> list[Continuation]:
-        out = []
-        for r in requests:
-            before = self.cached.forwarded
-            seq = self.cached.continue_greedy(r.prefix, r.max_len, set(r.stop_ids), r.is_final)
-            out.append(Continuation(seq[len(r.prefix):], self.cached.forwarded - before))
-        return out
+    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
+        tickets = list(range(self._next, self._next + len(requests)))
+        self._next += len(requests)
+        self.queue.update(zip(tickets, requests))
+        return tickets
+
+    def collect(self) -> dict[int, Continuation]:
+        if not self.queue:
+            return {}
+        ticket = next(iter(self.queue))
+        r = self.queue.pop(ticket)
+        before = self.cached.forwarded
+        seq = self.cached.continue_greedy(r.prefix, r.max_len, set(r.stop_ids), r.is_final)
+        return {ticket: Continuation(seq[len(r.prefix):], self.cached.forwarded - before)}
+
+    def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
+        return {t: 0 for t in tickets if self.queue.pop(t, None) is not None}

@@ -1,23 +1,39 @@
-"""The fast miner: speculative regeneration, many prompts per batch, one regeneration backend.
+"""The fast miner: speculative regeneration over many prompts, on one regeneration backend.
 
-Up to ``batch_size`` prompts run :func:`.miner.mining_steps` together. Every round, each prompt's
-draft requests (:class:`.miner.Predict`, KV prefix reuse per prompt) and target-probability
-requests are served inline until it asks for regenerations; then the regenerations of ALL active
-prompts (up to ``depth`` each) go to the backend as one batch (:func:`..backends.regeneration.serve`).
-A prompt whose record is complete hands it over and the next prompt takes its place. Records are
-the same as :class:`.miner.LabelMiner`'s; see :mod:`..backends.regen_transformers` for when float32
-batching can break a near-tie differently.
+Up to ``batch_size`` prompts run :func:`.miner.mining_steps` at once. Each prompt's draft requests
+(:class:`.miner.Predict`, KV prefix reuse per prompt) and target-probability requests are served
+inline; its regenerations (up to ``depth`` in flight per prompt) are queued on the backend, which
+batches everything queued (continuous batching on the transformers backend). Whenever results
+come in, every prompt whose awaited result is there moves on: it labels, queues its next
+regenerations, cancels the ones an unimportant label made useless, or hands over its record and
+makes room for the next prompt. Records are the same as :class:`.miner.LabelMiner`'s; see
+:mod:`..backends.regen_transformers` for when float32 batching can break a near-tie differently.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Generator, Iterable, Sequence
 
 from ..backends.protocol import LanguageModel
-from ..backends.regeneration import RegenerationBackend, serve
+from ..backends.regeneration import Regeneration, RegenerationBackend, Server
 from .cached_lm import CachedLM
 from .checkers import TaskChecker
-from .miner import MiningConfig, Predict, Regenerate, TargetProbs, TargetScorer, dtype_name, mining_steps
+from .miner import (Await, Drop, MiningConfig, Predict, Regenerate, TargetProbs, TargetScorer, dtype_name,
+                    mining_steps)
+
+
+@dataclass
+class Slot:
+    """One prompt in flight."""
+
+    steps: Generator
+    draft: CachedLM
+    scorer: TargetScorer | None
+    t0: float
+    tickets: list[int] = field(default_factory=list)  # request number -> server ticket
+    results: dict[int, Regeneration] = field(default_factory=dict)  # ticket -> result not yet awaited
+    waiting: int | None = None  # the ticket it waits for
 
 
 class FastLabelMiner:
@@ -35,47 +51,71 @@ class FastLabelMiner:
 
     def mine_many(self, items: Iterable[tuple[str, list[int], dict | None]], on_record: Callable[[dict], None]) -> None:
         pending = iter(items)
-        slots: list[dict] = []  # per active prompt: steps, its regeneration request, draft cache, scorer, start
+        server = Server(self.regenerator)
+        owner: dict[int, Slot] = {}  # ticket -> slot
+        slots: list[Slot] = []
 
-        def advance(slot: dict, answer) -> bool:
-            """Feed an answer, serve draft and probability requests inline; False when the prompt is done."""
+        def advance(slot: Slot, answer) -> bool:
+            """Run the prompt until it waits for a result not in yet; False when it is done."""
             try:
-                req = slot["steps"].send(answer)
-                while not isinstance(req, Regenerate):
+                while True:
+                    req = slot.steps.send(answer)
                     if isinstance(req, Predict):
-                        req = slot["steps"].send(slot["draft"].predictions(req.seq))
-                    else:
-                        req = slot["steps"].send(slot["scorer"](req))
-                slot["request"] = req
-                return True
+                        answer = slot.draft.predictions(req.seq)
+                    elif isinstance(req, TargetProbs):
+                        answer = slot.scorer(req)
+                    elif isinstance(req, Regenerate):
+                        tickets = server.submit(req.requests)
+                        slot.tickets += tickets
+                        owner.update(dict.fromkeys(tickets, slot))
+                        answer = None
+                    elif isinstance(req, Drop):
+                        tickets = [slot.tickets[k] for k in req.indices]
+                        spent = server.cancel([t for t in tickets if t not in slot.results])
+                        answer = [slot.results.pop(t).forwarded if t in slot.results else spent.get(t, 0) for t in tickets]
+                        for t in tickets:
+                            owner.pop(t, None)
+                    else:  # Await
+                        ticket = slot.tickets[req.index]
+                        if ticket not in slot.results:
+                            slot.waiting = ticket
+                            return True
+                        answer = slot.results.pop(ticket)
+                        owner.pop(ticket, None)
             except StopIteration as done:
                 record = done.value
                 record["dtype"] = self.dtype
-                record["cost"].update(draft_forwarded_tokens=slot["draft"].forwarded,
-                                      seconds=round(time.perf_counter() - slot["t0"], 4))
+                record["cost"].update(draft_forwarded_tokens=slot.draft.forwarded,
+                                      seconds=round(time.perf_counter() - slot.t0, 4))
                 on_record(record)
                 return False
 
-        def start_next() -> bool:
-            while True:
+        def fill() -> None:
+            while len(slots) < self.batch_size:
                 item = next(pending, None)
                 if item is None:
-                    return False
+                    return
                 pid, prompt, example = item
-                slot = {"steps": mining_steps([int(t) for t in prompt], example, self.checker, self.decode,
-                                              self.config, pid, self.stop_ids),
-                        "draft": CachedLM(self.draft, self.config.reuse_cache), "t0": time.perf_counter(),
-                        "scorer": TargetScorer(self.target, self.config.reuse_cache) if self.config.skip_unlikely else None}
+                slot = Slot(mining_steps([int(t) for t in prompt], example, self.checker, self.decode, self.config, pid,
+                                         self.stop_ids),
+                            CachedLM(self.draft, self.config.reuse_cache),
+                            TargetScorer(self.target, self.config.reuse_cache) if self.config.skip_unlikely else None,
+                            time.perf_counter())
                 if advance(slot, None):
                     slots.append(slot)
-                    return True
 
-        while len(slots) < self.batch_size and start_next():
-            pass
+        fill()
         while slots:
-            requests = [r for s in slots for r in s["request"].requests]
-            answers = iter(serve(self.regenerator, requests))
-            alive = [s for s in slots if advance(s, [next(answers) for _ in s["request"].requests])]
-            slots[:] = alive
-            while len(slots) < self.batch_size and start_next():
-                pass
+            ready = server.collect()
+            if not ready:
+                raise RuntimeError("the regeneration backend has nothing left to run, yet prompts wait for results")
+            for ticket, result in ready.items():
+                if ticket in owner:
+                    owner[ticket].results[ticket] = result
+            for slot in list(slots):
+                if slot.waiting in slot.results:
+                    ticket, slot.waiting = slot.waiting, None
+                    owner.pop(ticket, None)
+                    if not advance(slot, slot.results.pop(ticket)):
+                        slots.remove(slot)
+            fill()

@@ -16,19 +16,21 @@ as soon as the answer is fixed (``early_stop``), the KV cache of the shared pref
 
 **Speculative regeneration** (``depth`` S > 1). While labels are important ``cur`` does not
 change, so every later mismatch of the same draft pass is already known. The regenerations of the
-next S mismatches are requested at once, under the hypothesis "everything before is important",
-and walked in order: every result up to and including the first UNIMPORTANT label is exactly what
+next S mismatches are requested at once (a sliding window: each result consumed makes room for
+the next mismatch), under the hypothesis "everything before is important", and walked in order: every result up to and including the first UNIMPORTANT label is exactly what
 the plain loop computes; the ones after it were made for a ``cur`` that no longer holds and are
-dropped (counted as waste). With S = 1 this is the plain loop, and the labels are the same for
-every S.
+dropped (cancelled where still running; what they had cost is counted as waste). With S = 1
+this is the plain loop, and the labels are the same for every S.
 
 **Skip unlikely** (``skip_unlikely`` P > 0, opt-in, as the research code does with P = 0.01): a
 draft token whose target probability is below P is labelled important without regeneration. It
 changes labels.
 
 The algorithm is written once, as a generator (:func:`mining_steps`) that yields model requests
-(:class:`Regenerate`, :class:`Predict`, :class:`TargetProbs`) and receives their answers; a driver
-serves them one prompt at a time (:class:`LabelMiner`) or many prompts per batch (:mod:`.fast`).
+(:class:`Regenerate`, then :class:`Await` for each result in order and :class:`Drop` for the ones
+no longer needed; :class:`Predict`; :class:`TargetProbs`) and receives their answers; a driver
+serves them one prompt at a time (:class:`LabelMiner`, which computes a regeneration only when it
+is awaited, so it never wastes one) or many prompts at once on a batching backend (:mod:`.fast`).
 """
 from __future__ import annotations
 
@@ -62,9 +64,25 @@ class MiningConfig:
 
 @dataclass
 class Regenerate:
-    """Target requests, answered together in order (one list of :class:`Regeneration`)."""
+    """Target requests to queue (answer: None); their results are asked for one by one. Requests
+    are numbered per prompt in the order they were made, from 0 (the response)."""
 
     requests: list[RegenerationRequest]
+
+
+@dataclass
+class Await:
+    """The :class:`Regeneration` of request number ``index``."""
+
+    index: int
+
+
+@dataclass
+class Drop:
+    """Requests whose results are no longer needed (answer: the tokens each had forwarded, 0 for
+    one never started)."""
+
+    indices: list[int]
 
 
 @dataclass
@@ -85,7 +103,7 @@ class TargetProbs:
 
 def mining_steps(prompt: list[int], example: dict | None, checker: TaskChecker, decode: Callable[[list[int]], str],
                  config: MiningConfig, record_id=None, stop_ids: frozenset[int] = frozenset()
-                 ) -> Generator[Regenerate | Predict | TargetProbs, object, dict]:
+                 ) -> Generator[Regenerate | Await | Drop | Predict | TargetProbs, object, dict]:
     """The mining algorithm for one prompt; returns its record (fields in :mod:`.store`)."""
     if not prompt:
         raise ValueError("a prompt needs at least one token")
@@ -101,7 +119,9 @@ def mining_steps(prompt: list[int], example: dict | None, checker: TaskChecker, 
         """Smallest k with the answer fixed by seq[:k] (is_final is monotone); len(seq)+1 if none."""
         return n + bisect_left(range(n, len(seq) + 1), True, key=lambda k: checker.is_final(text(seq[:k])))
 
-    (first,) = yield Regenerate([request(prompt)])
+    yield Regenerate([request(prompt)])
+    first = yield Await(0)
+    requested = 1  # requests made so far: Await and Drop name them by this count
     cur = first.sequence
     cost["target_forwarded_tokens"] += first.forwarded
     response = cur[n:]
@@ -118,33 +138,41 @@ def mining_steps(prompt: list[int], example: dict | None, checker: TaskChecker, 
             probs, forwarded = yield TargetProbs(cur[:limit], mismatches, [preds[i - 1] for i in mismatches])
             cost["target_forwarded_tokens"] += forwarded
             unlikely = {i for i, p in zip(mismatches, probs) if p < config.skip_unlikely}
-        walk, regenerate = [], []  # the mismatches of this round, in order; those that need a regeneration
+        # a sliding window: up to `depth` regenerations in flight, all for this cur, launched in order
+        inflight: dict[int, int] = {}  # position -> request index
+        launched = 0  # mismatches[:launched] are requested (or skipped as unlikely)
         for i in mismatches:
-            if len(regenerate) == config.depth:
-                break
-            walk.append(i)
-            if i not in unlikely:
-                regenerate.append(i)
-        results = dict(zip(regenerate, (yield Regenerate([request(cur[:i] + [preds[i - 1]]) for i in regenerate]))
-                           if regenerate else []))
-        cost["regenerations"] += len(results)
-        cost["target_forwarded_tokens"] += sum(r.forwarded for r in results.values())
-        for k, i in enumerate(walk):
+            new = []
+            while launched < len(mismatches) and len(inflight) + len(new) < config.depth:
+                if mismatches[launched] not in unlikely:
+                    new.append(mismatches[launched])
+                launched += 1
+            if new:
+                yield Regenerate([request(cur[:j] + [preds[j - 1]]) for j in new])
+                inflight.update((j, requested + k) for k, j in enumerate(new))
+                requested += len(new)
             draft_token = preds[i - 1]
             if i in unlikely:
                 important, alt_answer = True, None
                 cost["skipped_unlikely"] += 1
             else:
-                alt = results[i].sequence
+                result = yield Await(inflight.pop(i))
+                cost["regenerations"] += 1
+                cost["target_forwarded_tokens"] += result.forwarded
+                alt = result.sequence
                 alt_answer = checker.answer(text(alt), example)
                 important = not checker.same(answer, alt_answer)
             labels.append([i, IMPORTANT if important else UNIMPORTANT, cur[i], draft_token])
             alt_answers.append(alt_answer)
             border = i + 1
-            if not important:  # cur changes: what was regenerated for the old cur is dropped
-                dropped = [results[j] for j in walk[k + 1:] if j in results]
-                cost["wasted_regenerations"] += len(dropped)
-                cost["wasted_target_tokens"] += sum(r.forwarded for r in dropped)
+            if not important:  # cur changes: what was requested for the old cur is dropped
+                if inflight:
+                    spent = yield Drop(sorted(inflight.values()))
+                    started = [f for f in spent if f > 0]
+                    cost["regenerations"] += len(started)
+                    cost["wasted_regenerations"] += len(started)
+                    cost["wasted_target_tokens"] += sum(started)
+                    cost["target_forwarded_tokens"] += sum(started)
                 cur = alt
                 break
     return {"id": record_id, "prompt_ids": list(prompt), "response_ids": response, "final_ids": cur,
@@ -200,12 +228,17 @@ class LabelMiner:
         d_fwd, t0 = self.draft.forwarded, time.perf_counter()
         steps = mining_steps([int(t) for t in prompt_ids], example, self.checker, self.decode, self.config,
                              record_id, self.stop_ids)
-        answer = None
+        answer, queued = None, []
         try:
             while True:
                 req = steps.send(answer)
-                if isinstance(req, Regenerate):
-                    answer = serve(self.regenerator, req.requests)
+                if isinstance(req, Regenerate):  # served lazily, in order: nothing is ever dropped half-done
+                    queued.extend(req.requests)
+                    answer = None
+                elif isinstance(req, Await):
+                    (answer,) = serve(self.regenerator, [queued[req.index]])
+                elif isinstance(req, Drop):
+                    answer = [0] * len(req.indices)
                 elif isinstance(req, TargetProbs):
                     answer = self.scorer(req)
                 else:
