@@ -33,7 +33,8 @@ def mine(args) -> None:
     verb = ["mine", "--task", args.task, *models(args), "--out", str(args.work / "labels.jsonl"), "--split", "train",
             "--no-originals",
             "--variants-per-template", str(args.variants_per_template), "--max-new-tokens", str(args.max_new_tokens),
-            "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
+            "--seed", str(args.seed), "--batch-size", str(args.batch_size),
+            "--speculation-depth", str(args.speculation_depth), "--skip-unlikely", str(args.skip_unlikely)]
     if args.max_minutes is not None:
         verb += ["--max-minutes", str(args.max_minutes)]
     if args.ranks > 1:
@@ -59,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ranks", type=int, default=1, help="MPI ranks for mining (mpirun -n RANKS)")
     p.add_argument("--batch-size", type=int, default=1, help="prompts mined together per rank")
+    p.add_argument("--speculation-depth", type=int, default=8,
+                   help="regenerations in flight per prompt (1: the plain loop; docs/mining.md)")
+    p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
+                   help="research-code shortcut that changes labels (default off; docs/mining.md)")
     p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")
     p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the first is installed")
     p.add_argument("--val-fraction", type=float, default=0.2,

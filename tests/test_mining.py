@@ -11,7 +11,8 @@ import torch
 from mpi_launch import mpirun
 from positional_lm import PositionalLM
 from tiny_models import VOCAB, tiny_pair
-from trtllm_autojudge.mining.batched import BatchedLabelMiner
+from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
+from trtllm_autojudge.mining.fast import FastLabelMiner
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.run import mine_prompts
 from trtllm_autojudge.mining.store import read_records, unimportant_map
@@ -118,13 +119,16 @@ MPI_SCRIPT = HERE / "mpi_mine_tiny.py"
 
 
 def test_two_mpi_ranks_equal_one(tmp_path):
+    """The fast miner under mpirun -n 2 (rank 0 merges) gives the plain miner's labels at 1 rank."""
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
-    subprocess.run([sys.executable, str(MPI_SCRIPT), str(one)], check=True, timeout=300)
+    subprocess.run([sys.executable, str(MPI_SCRIPT), str(one), "plain"], check=True, timeout=300)
     env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1")
-    subprocess.run([*mpirun(), "-n", "2", sys.executable, str(MPI_SCRIPT), str(two)], check=True, timeout=300, env=env)
+    subprocess.run([*mpirun(), "-n", "2", sys.executable, str(MPI_SCRIPT), str(two), "fast"], check=True, timeout=300,
+                   env=env)
     a, b = one.read_text().splitlines(), two.read_text().splitlines()
     assert len(a) == 6 and [json.loads(x)["labels"] for x in a] == [json.loads(x)["labels"] for x in b]
     assert [json.loads(x)["id"] for x in b] == [f"p{i}" for i in range(6)]  # merged in prompt order
+    assert sum(len(json.loads(x)["labels"]) for x in a) > 6
     assert (tmp_path / "two.jsonl.rank1-of-2").exists()
 
 
@@ -136,7 +140,8 @@ def test_batched_mining_equals_plain_algorithm_in_float64():
     fast = LabelMiner(target, draft, checker, decode, config)
     prompts = [(pid, p[: 2 + i % 4], None) for i, (pid, p, _) in enumerate(tiny_prompts(7, seed=4))]  # ragged
     got = {}
-    BatchedLabelMiner(target, draft, checker, decode, config, batch_size=3).mine_many(prompts, lambda r: got.update({r["id"]: r}))
+    FastLabelMiner(target, draft, checker, decode, TransformersRegenerator(target), config, batch_size=3).mine_many(
+        prompts, lambda r: got.update({r["id"]: r}))
     assert sorted(got) == sorted(pid for pid, _, _ in prompts)
     for pid, prompt, _ in prompts:
         ref = plain.mine(prompt)

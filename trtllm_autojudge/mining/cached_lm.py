@@ -3,21 +3,28 @@
 Label mining asks the same model about many sequences that share long prefixes (the prompt and
 the response up to the current mismatch). :class:`CachedLM` keeps the tokens its cache holds and
 the model's argmax after each of them; a new sequence re-computes only what follows the longest
-common prefix.
+common prefix. :class:`SessionRegenerator` serves regeneration requests with it, one at a time:
+the reference regeneration backend (:mod:`..backends.regeneration`).
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import torch
+
 from ..backends.protocol import LanguageModel
+from ..backends.regeneration import Continuation, RegenerationRequest, model_context
 
 
 class CachedLM:
-    def __init__(self, lm: LanguageModel, reuse: bool = True):
+    """``keep_logits`` also keeps every position's logits (for :meth:`probabilities`)."""
+
+    def __init__(self, lm: LanguageModel, reuse: bool = True, keep_logits: bool = False):
         self.lm, self.reuse = lm, reuse
         self.session = lm.session()
         self.tokens: list[int] = []  # what the cache holds
         self.argmax: list[int] = []  # argmax[j]: greedy token after tokens[: j + 1]
+        self.logits = torch.zeros(0, lm.vocab_size) if keep_logits else None  # [len(tokens), V] float32
         self.forwarded = 0  # tokens run through the model (the cost)
 
     def extend_to(self, seq: Sequence[int]) -> None:
@@ -33,9 +40,13 @@ class CachedLM:
         if keep < self.session.cached_len:
             self.session.retain(keep)
         del self.tokens[keep:], self.argmax[keep:]
+        if self.logits is not None:
+            self.logits = self.logits[:keep]
         if len(seq) > keep:
             logits = self.session.forward(seq[keep:]).logits  # [len(seq) - keep, V]
             self.argmax += logits.argmax(-1).tolist()
+            if self.logits is not None:
+                self.logits = torch.cat([self.logits, logits.float().cpu()])
             self.tokens += seq[keep:]
             self.forwarded += len(seq) - keep
 
@@ -43,6 +54,13 @@ class CachedLM:
         """Teacher-forced greedy predictions: entry j is the argmax after seq[: j + 1]."""
         self.extend_to(seq)
         return list(self.argmax)
+
+    def probabilities(self, positions: Sequence[int], tokens: Sequence[int]) -> list[float]:
+        """Softmax probability of ``tokens[k]`` right after ``self.tokens[:positions[k]]``."""
+        if self.logits is None:
+            raise RuntimeError("probabilities need CachedLM(keep_logits=True)")
+        rows = self.logits[[p - 1 for p in positions]]  # [K, V]
+        return rows.softmax(-1)[range(len(tokens)), list(tokens)].tolist()
 
     def continue_greedy(
         self,
@@ -65,3 +83,32 @@ class CachedLM:
             if tok in stop_ids or (is_final is not None and is_final(seq)):
                 break
         return seq
+
+
+class SessionRegenerator:
+    """The reference regeneration backend: one request at a time on a :class:`CachedLM`, in
+    submission order (``collect`` serves the oldest queued request)."""
+
+    def __init__(self, lm: LanguageModel, reuse: bool = True):
+        self.cached = CachedLM(lm, reuse)
+        self.max_context = model_context(lm)
+        self.queue: dict[int, RegenerationRequest] = {}
+        self._next = 0
+
+    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
+        tickets = list(range(self._next, self._next + len(requests)))
+        self._next += len(requests)
+        self.queue.update(zip(tickets, requests))
+        return tickets
+
+    def collect(self) -> dict[int, Continuation]:
+        if not self.queue:
+            return {}
+        ticket = next(iter(self.queue))
+        r = self.queue.pop(ticket)
+        before = self.cached.forwarded
+        seq = self.cached.continue_greedy(r.prefix, r.max_len, set(r.stop_ids), r.is_final)
+        return {ticket: Continuation(seq[len(r.prefix):], self.cached.forwarded - before)}
+
+    def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
+        return {t: 0 for t in tickets if self.queue.pop(t, None) is not None}

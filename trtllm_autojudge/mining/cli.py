@@ -6,7 +6,7 @@ import hashlib
 import json
 import sys
 
-from ..backends.loading import add_model_args, load_pair
+from ..backends.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..tasks import add_task_args, task_from_args
 from .miner import MiningConfig
@@ -29,6 +29,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch-size", type=int, default=1,
                    help="prompts mined together (target regenerations batched; >1 may flip float32 near-ties)")
     add_task_args(p)
+    p.add_argument("--speculation-depth", type=int, default=8,
+                   help="regenerations requested at once per prompt (1: the plain loop; same labels for every "
+                        "depth, batching may flip float32 near-ties)")
+    p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
+                   help="research-code shortcut, CHANGES LABELS: a draft token with target probability < P is "
+                        "labelled important without regeneration (the research code uses 0.01; default off)")
+    p.add_argument("--regenerator", choices=("transformers", "trtllm"), default="transformers",
+                   help="backend serving the target's regenerations: transformers (batched, prefix KV reuse) "
+                        "or the TensorRT-LLM LLM API (GPU hosts; needs --target PATH)")
+    p.add_argument("--trtllm-max-seq-len", type=int, default=4096, help="max_seq_len of the TensorRT-LLM target")
     add_model_args(p)
     add_problem_args(p, split="train", variants=2)
     args = p.parse_args(argv)
@@ -36,11 +46,22 @@ def main(argv: list[str]) -> int:
     problems = load_problems(args, task)
     target, draft, tokenizer = load_pair(args, task)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-    config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse)
-    miner = make_miner(target, draft, task.checker, decode, config, args.batch_size)
+    config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse,
+                          args.speculation_depth, args.skip_unlikely)
+    regenerator = None
+    if args.regenerator == "trtllm":
+        if args.target in EMBEDDED_TARGETS:
+            raise SystemExit("--regenerator trtllm loads the target from a checkpoint folder: give --target PATH")
+        from ..backends.regen_trtllm import TrtllmRegenerator
+
+        regenerator = TrtllmRegenerator.from_checkpoint(args.target, args.trtllm_max_seq_len)
+    miner = make_miner(target, draft, task.checker, decode, config, args.batch_size, regenerator)
     prompts = [(problem_id(pr.question), task.prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
     stats = mine_prompts(miner, prompts, args.out, max_minutes=args.max_minutes)
     if world()[0] == 0:
+        print(f"mined {stats['labels']} labels from {stats['prompts']} prompts: {stats['labels_per_minute']:.1f} labels/min, "
+              f"{stats['unimportant_share']:.0%} unimportant, {stats['wasted_share']:.0%} of target tokens wasted on "
+              f"dropped speculative regenerations", file=sys.stderr)
         print(json.dumps({"out": args.out, **{k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}},
                          indent=1), file=sys.stdout)
     return 0

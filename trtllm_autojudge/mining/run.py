@@ -10,21 +10,42 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from .batched import BatchedLabelMiner
+from .fast import FastLabelMiner
 from .miner import LabelMiner, MiningConfig
 from .mpi import shard_path, world
 from .store import append_record, read_records, repair_tail
 
 
-def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1):
-    """The sequential miner (KV prefix reuse) for ``batch_size`` 1, else the batched one (same records)."""
-    if batch_size > 1:
-        return BatchedLabelMiner(target, draft, checker, decode, config, batch_size)
-    return LabelMiner(target, draft, checker, decode, config)
+COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations", "wasted_regenerations",
+             "wasted_target_tokens", "skipped_unlikely")
+
+
+def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1, regenerator=None):
+    """Today's sequential miner for batch 1, depth 1 and no backend given; else the fast one (same labels)."""
+    if batch_size == 1 and config.depth == 1 and regenerator is None:
+        return LabelMiner(target, draft, checker, decode, config)
+    if regenerator is None:
+        from ..backends.regen_transformers import TransformersRegenerator
+
+        regenerator = TransformersRegenerator(target, cache_bytes=2**31 if config.reuse_cache else 0)
+    return FastLabelMiner(target, draft, checker, decode, regenerator, config, batch_size)
+
+
+def summarize(stats: dict) -> dict:
+    """Derived rates of a run's summed costs (labels/min, unimportant share, wasted share)."""
+    labels = max(stats["labels"], 1)
+    return stats | {
+        "labels_per_minute": 60 * stats["labels"] / max(stats["seconds"], 1e-9),
+        # per minute of this process's CPU time (all ranks summed): what a busy shared machine distorts least
+        "labels_per_cpu_minute": 60 * stats["labels"] / max(stats.get("cpu_seconds", 0.0), 1e-9),
+        "unimportant_share": (stats["labels"] - stats["important"]) / labels,
+        "target_tokens_per_label": stats["target_forwarded_tokens"] / labels,
+        "wasted_share": stats["wasted_target_tokens"] / max(stats["target_forwarded_tokens"], 1),
+    }
 
 
 def mine_prompts(
-    miner: LabelMiner | BatchedLabelMiner,
+    miner: LabelMiner | FastLabelMiner,
     prompts: Sequence[tuple[str, list[int], dict | None]],  # (id, prompt_ids, example)
     out: str | Path,
     progress: bool = True,
@@ -44,8 +65,8 @@ def mine_prompts(
     repair_tail(shard)
     done = {str(r["id"]) for path in {out, shard} for r in read_records(path, warn=rank == 0)[0]}
     todo = [p for i, p in enumerate(prompts) if i % size == rank and str(p[0]) not in done]
-    stats = {"prompts": 0, "labels": 0, "important": 0, "target_forwarded_tokens": 0, "draft_forwarded_tokens": 0}
-    t0 = time.perf_counter()
+    stats = {"prompts": 0, "labels": 0, "important": 0} | dict.fromkeys(COST_KEYS, 0)
+    t0, cpu0 = time.perf_counter(), time.process_time()
     bar = tqdm(total=len(todo), desc=f"mining (rank {rank}/{size})" if size > 1 else "mining", unit="prompt",
                disable=not progress, file=sys.stderr)
 
@@ -54,10 +75,12 @@ def mine_prompts(
         stats["prompts"] += 1
         stats["labels"] += len(rec["labels"])
         stats["important"] += sum(lab[1] for lab in rec["labels"])
-        for k in ("target_forwarded_tokens", "draft_forwarded_tokens"):
-            stats[k] += rec["cost"][k]
+        for k in COST_KEYS:
+            stats[k] += rec["cost"].get(k, 0)
+        now = summarize(stats | {"seconds": time.perf_counter() - t0})
         bar.update()
-        bar.set_postfix(labels=stats["labels"])
+        bar.set_postfix_str(f"{stats['labels']} labels, {now['labels_per_minute']:.1f}/min, "
+                            f"{now['unimportant_share']:.0%} unimportant, {now['wasted_share']:.0%} wasted")
 
     deadline = None if max_minutes is None else t0 + 60 * max_minutes
 
@@ -69,7 +92,7 @@ def mine_prompts(
 
     miner.mine_many(until_deadline(), on_record)
     bar.close()
-    stats["seconds"] = time.perf_counter() - t0
+    stats["seconds"], stats["cpu_seconds"] = time.perf_counter() - t0, time.process_time() - cpu0
     if comm is not None:
         all_stats = comm.gather(stats, root=0)
         comm.Barrier()
@@ -77,9 +100,7 @@ def mine_prompts(
             merge_shards(out, size, ids)
             stats = {k: sum(s[k] for s in all_stats) for k in stats} | {"seconds": max(s["seconds"] for s in all_stats)}
         stats = comm.bcast(stats, root=0)
-    stats["labels_per_minute"] = 60 * stats["labels"] / max(stats["seconds"], 1e-9)
-    stats["target_tokens_per_label"] = stats["target_forwarded_tokens"] / max(stats["labels"], 1)
-    return stats
+    return summarize(stats)
 
 
 def merge_shards(out: Path, size: int, order: Sequence[str]) -> None:

@@ -1,0 +1,235 @@
+"""Batched greedy regeneration on a transformers model, reusing the KV cache of shared prefixes.
+
+Each request starts from the KV cache of the longest prefix it shares with a sequence this backend
+computed recently for the same owner (a :class:`PrefixStore` entry: the prompt's response, an
+earlier regeneration). The rest of its prefix but the last token is prefilled at batch 1, without
+padding. Then it joins the running batch (continuous batching): all rows decode together, one
+token per row per step, rows of different lengths right-padded in one cache with the padding
+masked out and their own position ids; finished rows leave it, queued requests take their place. Masked entries add exact zeros, but batch shapes change float32 rounding, so
+a near-tie can break differently than at batch 1; in float64 the continuations equal the
+sequential ones (tests/test_mining_regeneration.py).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from .regeneration import Continuation, RegenerationRequest, model_context
+from .transformers_backend import TransformersLM
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix (binary search over C-level slice comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass
+class CachedSequence:
+    owner: str
+    tokens: tuple[int, ...]  # [N] what the cache holds
+    keys: list[torch.Tensor]  # per layer [kv_heads, N, head_dim]
+    values: list[torch.Tensor]  # per layer [kv_heads, N, head_dim]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+
+class PrefixStore:
+    """KV caches of recent sequences; the least recently used go past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.nbytes = int(max_bytes), 0
+        self.entries: OrderedDict[int, CachedSequence] = OrderedDict()
+        self._next = 0
+
+    def longest(self, owner: str, tokens: Sequence[int], limit: int) -> tuple[CachedSequence | None, int]:
+        """The entry of ``owner`` sharing the longest prefix with ``tokens`` (at most ``limit``)."""
+        best, best_len = None, 0
+        tokens = tuple(tokens[:limit])
+        for key, entry in self.entries.items():
+            if entry.owner == owner:
+                n = common_prefix_len(entry.tokens, tokens)
+                if n > best_len:
+                    best, best_len, best_key = entry, n, key
+        if best is not None:
+            self.entries.move_to_end(best_key)
+        return best, best_len
+
+    def add(self, entry: CachedSequence) -> None:
+        self.entries[self._next] = entry
+        self._next += 1
+        self.nbytes += entry.nbytes
+        while self.nbytes > self.max_bytes and len(self.entries) > 1:
+            self.nbytes -= self.entries.popitem(last=False)[1].nbytes
+
+
+@dataclass
+class Row:
+    """One request in the running batch."""
+
+    ticket: int
+    request: RegenerationRequest
+    keys: list[torch.Tensor] | None  # per layer [kv_heads, N, head_dim] until the row joins the batch
+    values: list[torch.Tensor] | None
+    feed: int  # the token it feeds next
+    position: int  # that token's position
+    generated: list[int]
+    forwarded: int
+    alive: bool = True
+
+
+class TransformersRegenerator:
+    """A :class:`.regeneration.RegenerationBackend` on a :class:`.transformers_backend.TransformersLM`.
+
+    Continuous batching: queued requests join the running batch whenever there is room (at most
+    ``max_rows`` rows), so the batch stays full while rows of different lengths finish.
+    ``cache_bytes`` caps the KV kept for prefix reuse (0 turns reuse off).
+    """
+
+    def __init__(self, lm: TransformersLM, max_rows: int = 32, cache_bytes: int = 2**31):
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        self.lm, self.max_rows = lm, max_rows
+        self.max_context = model_context(lm)
+        self.store = PrefixStore(cache_bytes)
+        cfg = lm.model.config
+        self._layers = int(cfg.num_hidden_layers)
+        self._kv_heads = int(getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads)
+        self._head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+        self.queue: OrderedDict[int, RegenerationRequest] = OrderedDict()
+        self.rows: list[Row] = []  # the running batch, in cache row order
+        self.cache: DynamicCache | None = None
+        self.mask: torch.Tensor | None = None  # [b, width] long, 1 = a valid cache entry of that row
+        self._next = 0
+
+    # -- the interface --
+
+    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
+        tickets = list(range(self._next, self._next + len(requests)))
+        self._next += len(requests)
+        self.queue.update(zip(tickets, requests))
+        return tickets
+
+    def collect(self) -> dict[int, Continuation]:
+        done = {}
+        for t in [t for t, r in self.queue.items() if r.finished]:
+            del self.queue[t]
+            done[t] = Continuation([], 0)
+        while not done:
+            self._admit()
+            if not any(row.alive for row in self.rows):
+                return {}
+            done = self._step()
+        return done
+
+    def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
+        spent = {t: 0 for t in tickets if self.queue.pop(t, None) is not None}
+        wanted = set(tickets)
+        for row in self.rows:
+            if row.alive and row.ticket in wanted:
+                row.alive = False
+                spent[row.ticket] = row.forwarded
+        return spent
+
+    # -- the running batch --
+
+    def _empty(self) -> torch.Tensor:  # [kv_heads, 0, head_dim]
+        p = next(self.lm.model.parameters())
+        return torch.zeros(self._kv_heads, 0, self._head_dim, dtype=p.dtype, device=p.device)
+
+    @torch.inference_mode()
+    def _prefill(self, ticket: int, request: RegenerationRequest) -> Row:
+        """A new row: the KV of ``prefix[:-1]`` (from the store where it can), ``prefix[-1]`` to feed."""
+        prefix = request.prefix
+        entry, keep = self.store.longest(request.owner, prefix, len(prefix) - 1)
+        keys = [entry.keys[j][:, :keep] for j in range(self._layers)] if entry else [self._empty()] * self._layers
+        values = [entry.values[j][:, :keep] for j in range(self._layers)] if entry else [self._empty()] * self._layers
+        pending = list(prefix[keep:-1])
+        if pending:
+            cache = DynamicCache(config=self.lm.model.config)
+            if keep:
+                for j in range(self._layers):
+                    cache.update(keys[j][None], values[j][None], j)
+            device = self.lm.device
+            ids = torch.tensor([pending], dtype=torch.long, device=device)  # [1, T]
+            positions = torch.arange(keep, keep + len(pending), device=device)[None]  # [1, T]
+            self.lm.model.model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True)
+            keys, values = [layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers]
+        return Row(ticket, request, keys, values, prefix[-1], len(prefix) - 1, [], len(pending))
+
+    def _row_kv(self, row: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The valid cache entries of one batch row, in token order (per layer [kv_heads, N, head_dim])."""
+        index = self.mask[row].nonzero().squeeze(1)  # [N]
+        return ([layer.keys[row].index_select(1, index) for layer in self.cache.layers],
+                [layer.values[row].index_select(1, index) for layer in self.cache.layers])
+
+    def _admit(self) -> None:
+        """Rebuild the batch when requests wait and there is room, or a quarter of it is dead."""
+        live = [r for r in self.rows if r.alive]
+        room = self.max_rows - len(live)
+        dead = len(self.rows) - len(live)
+        if not (self.queue and room > 0) and not (dead and dead >= max(1, len(self.rows) // 4)):
+            return
+        for k, row in enumerate(self.rows):
+            if row.alive:
+                row.keys, row.values = self._row_kv(k)
+        while self.queue and room > 0:
+            ticket, request = self.queue.popitem(last=False)
+            live.append(self._prefill(ticket, request))
+            room -= 1
+        self.rows, self.cache, self.mask = live, None, None
+        if not live:
+            return
+        device, lens = self.lm.device, [r.keys[0].shape[1] for r in live]
+        width = max(lens)
+        self.cache = DynamicCache(config=self.lm.model.config)
+        if width:
+            for j in range(self._layers):
+                k = live[0].keys[j]
+                keys = k.new_zeros(len(live), k.shape[0], width, k.shape[2])  # [b, kv_heads, width, head_dim]
+                values = torch.zeros_like(keys)
+                for b, row in enumerate(live):
+                    keys[b, :, :lens[b]], values[b, :, :lens[b]] = row.keys[j], row.values[j]
+                self.cache.update(keys, values, j)
+        self.mask = (torch.arange(width)[None] < torch.tensor(lens)[:, None]).long().to(device)  # [b, width]
+        for row in live:
+            row.keys = row.values = None
+
+    @torch.inference_mode()
+    def _step(self) -> dict[int, Continuation]:
+        """One token for every row; the rows that finished."""
+        model, device = self.lm.model, self.lm.device
+        tokens = torch.tensor([r.feed for r in self.rows], device=device)[:, None]  # [b, 1]
+        positions = torch.tensor([r.position for r in self.rows], device=device)[:, None]  # [b, 1]
+        self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.rows), 1)], dim=1)  # [b, width + 1]
+        hidden = model.model(input_ids=tokens, attention_mask=self.mask, position_ids=positions, cache=self.cache,
+                             use_cache=True).last_hidden_state[:, -1]  # [b, H]
+        chosen = model.lm_head(hidden).argmax(-1).tolist()  # [b]
+        done = {}
+        for b, row in enumerate(self.rows):
+            row.feed, row.position = chosen[b], row.position + 1
+            if not row.alive:
+                continue
+            row.forwarded += 1
+            row.generated.append(chosen[b])
+            req = row.request
+            if (chosen[b] in req.stop_ids or len(req.prefix) + len(row.generated) >= req.max_len
+                    or (req.is_final is not None and req.is_final(list(req.prefix) + row.generated))):
+                row.alive = False
+                done[row.ticket] = Continuation(row.generated, row.forwarded)
+                if self.store.max_bytes > 0:
+                    keys, values = self._row_kv(b)  # prefix + generated[:-1]
+                    self.store.add(CachedSequence(req.owner, tuple(req.prefix) + tuple(row.generated[:-1]), keys, values))
+        return done
