@@ -31,7 +31,8 @@ def evaluated(tmp_path_factory):
     prompts = tiny_prompts(4, seed=5)
     questions = [Question(pid, p, gold="0") for pid, p, _ in prompts]
     miner = LabelMiner(target, draft, checker, decode, MiningConfig(max_new_tokens=MAX_NEW))
-    unimportant = unimportant_map([miner.mine(p, record_id=pid) for pid, p, _ in prompts])
+    records = [miner.mine(p, record_id=pid) for pid, p, _ in prompts]
+    unimportant = unimportant_map(records)
     rng = np.random.default_rng(0)
     F = feature_dim("DT", draft.hidden_size, target.hidden_size)
     judge = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, "DT", draft.hidden_size,
@@ -41,11 +42,26 @@ def evaluated(tmp_path_factory):
     runs = run_points(target, draft, decode, questions, points, DraftTree.chain(K), checker, out, judge, unimportant,
                       MAX_NEW, progress=False)
     rows = summarize(runs, points, checker, [q.qid for q in questions])
-    return out, runs, rows, points
+    return out, runs, rows, points, records, questions, draft
+
+
+def test_eval_adds_the_exact_oracle_row(evaluated):
+    from trtllm_autojudge.evaluation.cli import oracle_rows
+
+    _, runs, rows, _, records, questions, draft = evaluated
+    rows = [dict(r) for r in rows]
+    meta = oracle_rows(rows, runs, records, questions, draft, DraftTree.chain(K))
+    by = {r["spec"]: r for r in rows}
+    assert by["oracle-trajectory"]["tokens_per_cycle"] >= by["lossless"]["tokens_per_cycle"]
+    assert by["oracle-trajectory"]["new_tokens"] == sum(len(r["final_ids"]) - len(r["prompt_ids"]) for r in records)
+    assert meta["oracle_unimportant"] == sum(1 - lab[1] for r in records for lab in r["labels"])
+    assert meta["live_oracle_left_mined_sequence"] == len(meta["live_oracle_divergence_positions"]) <= len(records)
+    assert oracle_rows(rows, runs, records, questions, draft, DraftTree.static([2, 1])) and \
+        sum(r["spec"] == "oracle-trajectory" for r in rows) == 1  # trees: no replay row
 
 
 def test_metrics_are_consistent(evaluated):
-    _, runs, rows, _ = evaluated
+    _, runs, rows, *_ = evaluated
     by = {r["spec"]: r for r in rows}
     assert list(by) == ["lossless", "judge@0.3", "judge@0.6", "topk@2", "typical@0.09,0.3", "mtp@4,0.1", "oracle"]
     assert by["lossless"]["agreement"] == 1.0 and by["lossless"]["judged_fraction"] == 0
@@ -58,7 +74,7 @@ def test_metrics_are_consistent(evaluated):
 
 
 def test_runs_resume(evaluated):
-    out, runs, _, points = evaluated
+    out, runs, _, points, *_ = evaluated
     target, draft = tiny_pair(seed=3)
     again = run_points(target, draft, decode, [Question(r["qid"], [], None) for r in runs if r["spec"] == "lossless"],
                        [], DraftTree.chain(K), KeyTokens(10), out, None, None, MAX_NEW, progress=False)
@@ -66,14 +82,14 @@ def test_runs_resume(evaluated):
 
 
 def test_runs_go_question_by_question(evaluated):
-    _, runs, _, points = evaluated
+    _, runs, _, points, *_ = evaluated
     per_question = len(points) + 1  # the points and lossless
     blocks = [runs[i:i + per_question] for i in range(0, len(runs), per_question)]
     assert all(len({r["qid"] for r in b}) == 1 and b[0]["spec"] == "lossless" for b in blocks)
 
 
 def test_summary_schema_and_plot(evaluated):
-    out, _, rows, _ = evaluated
+    out, _, rows, *_ = evaluated
     paths = write_summary(rows, out, {"note": "test"})
     with open(paths["csv"]) as f:
         table = list(csv.DictReader(f))

@@ -18,6 +18,7 @@ from .common import add_decoding_args, draft_tree, judge_thresholds, load_judge,
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
+from .trajectory import live_divergence, trajectory_row
 
 DEFAULT_BASELINES = "topk@2,topk@4,topk@8,typical@0.09,0.3,typical@0.3,0.6,mtp@4,0.1,mtp@8,0.3"
 
@@ -31,6 +32,25 @@ def parse_points(text: str) -> list[OperatingPoint]:
         else:
             specs.append(part)
     return [OperatingPoint.parse(s) for s in specs]
+
+
+def oracle_rows(rows: list[dict], runs: list[dict], records: list[dict], questions, draft, tree) -> dict:
+    """Add the exact ``oracle-trajectory`` row (chains) to ``rows``; meta on where live oracle runs
+    left the mined sequence (a live run keyed by exact prefixes accepts nothing after that)."""
+    if not records:
+        return {}
+    by_id = {str(r["id"]): r for r in records}
+    mined = [by_id[q.qid] for q in questions if q.qid in by_id]
+    live = {r["qid"]: r["tokens"] for r in runs if r["spec"] == "oracle"}
+    points = [live_divergence(live[str(r["id"])], r) for r in mined if str(r["id"]) in live]
+    meta = {"oracle_labels": sum(len(r["labels"]) for r in mined),
+            "oracle_unimportant": sum(1 - lab[1] for r in mined for lab in r["labels"]),
+            "live_oracle_left_mined_sequence": sum(p is not None for p in points),
+            "live_oracle_divergence_positions": [p for p in points if p is not None]}
+    if tree.parents == tuple(range(-1, tree.num_nodes)):  # a chain: the replay is defined
+        lossless = next((r for r in rows if r["spec"] == "lossless"), None)
+        rows.append(trajectory_row(mined, draft, tree.num_nodes, lossless))
+    return meta
 
 
 def main_eval(argv: list[str]) -> int:
@@ -65,17 +85,20 @@ def main_eval(argv: list[str]) -> int:
         args.oracle_labels = str(out_dir / "oracle_labels.jsonl")
         miner = make_miner(target, draft, checker, decode, MiningConfig(args.max_new_tokens), args.mine_batch_size)
         mine_prompts(miner, [(q.qid, q.prompt_ids, q.example) for q in questions], args.oracle_labels)
+    oracle_records = []
     if args.oracle_labels:
-        unimportant = unimportant_map(read_records(args.oracle_labels)[0])
+        oracle_records = read_records(args.oracle_labels)[0]
+        unimportant = unimportant_map(oracle_records)
         points.append(OperatingPoint("oracle"))
     tree = draft_tree(args)
     runs = run_points(target, draft, decode, questions, points, tree, checker, out_dir, judge, unimportant,
                       args.max_new_tokens)
     rows = summarize(runs, points, checker, [q.qid for q in questions])
+    oracle_meta = oracle_rows(rows, runs, oracle_records, questions, draft, tree)
     meta = {"task": task.name, "target": target.name, "draft": draft.name, "tree_parents": list(tree.parents),
             "questions": len(questions),
             "judge": judge.meta.get("metrics", {}).get("val_roc_auc") if judge else None,
-            "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype)}
+            "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype), **oracle_meta}
     paths = write_summary(rows, out_dir, meta)
     png = plot_frontier(rows, out_dir / "frontier.png", f"{target.name} <- {draft.name}, {len(questions)} questions")
     print(format_table(rows))
