@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
-from .regeneration import Continuation, RegenerationRequest, model_context
+from .regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
 from .transformers_backend import TransformersLM
 
 
@@ -90,7 +90,7 @@ class Row:
     alive: bool = True
 
 
-class TransformersRegenerator:
+class TransformersRegenerator(RequestQueue):
     """A :class:`.regeneration.RegenerationBackend` on a :class:`.transformers_backend.TransformersLM`.
 
     Continuous batching: queued requests join the running batch whenever there is room (at most
@@ -101,6 +101,7 @@ class TransformersRegenerator:
     def __init__(self, lm: TransformersLM, max_rows: int = 32, cache_bytes: int = 2**31):
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        super().__init__()
         self.lm, self.max_rows = lm, max_rows
         self.max_context = model_context(lm)
         self.store = PrefixStore(cache_bytes)
@@ -108,19 +109,11 @@ class TransformersRegenerator:
         self._layers = int(cfg.num_hidden_layers)
         self._kv_heads = int(getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads)
         self._head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
-        self.queue: OrderedDict[int, RegenerationRequest] = OrderedDict()
         self.rows: list[Row] = []  # the running batch, in cache row order
         self.cache: DynamicCache | None = None
         self.mask: torch.Tensor | None = None  # [b, width] long, 1 = a valid cache entry of that row
-        self._next = 0
 
     # -- the interface --
-
-    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
-        tickets = list(range(self._next, self._next + len(requests)))
-        self._next += len(requests)
-        self.queue.update(zip(tickets, requests))
-        return tickets
 
     def collect(self) -> dict[int, Continuation]:
         done = {}

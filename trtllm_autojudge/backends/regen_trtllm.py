@@ -17,12 +17,13 @@ it where the answer became fixed (same tokens as stopping there, more of them ge
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Sequence
 
-from .regeneration import Continuation, RegenerationRequest
+from .regeneration import Continuation, RegenerationRequest, RequestQueue
 
 
-class TrtllmRegenerator:
+class TrtllmRegenerator(RequestQueue):
     """A :class:`.regeneration.RegenerationBackend` on a ``tensorrt_llm.LLM``.
 
     ``forwarded`` counts prefix + generated tokens per request: an upper bound, as the tokens the
@@ -30,9 +31,8 @@ class TrtllmRegenerator:
     """
 
     def __init__(self, llm, max_context: int):
+        super().__init__()
         self.llm, self.max_context = llm, int(max_context)
-        self.queue: dict[int, RegenerationRequest] = {}
-        self._next = 0
 
     @classmethod
     def from_checkpoint(cls, model_dir: str, max_seq_len: int, **llm_kwargs) -> "TrtllmRegenerator":
@@ -53,19 +53,13 @@ class TrtllmRegenerator:
         return SamplingParams(max_tokens=request.budget, top_k=1, end_id=stops[0] if stops else -1,
                               stop_token_ids=stops or None, include_stop_str_in_output=True, detokenize=False)
 
-    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
-        tickets = list(range(self._next, self._next + len(requests)))
-        self._next += len(requests)
-        self.queue.update(zip(tickets, requests))
-        return tickets
-
     def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
         """Only requests not yet sent can be taken back (a generate call runs to its end)."""
         return {t: 0 for t in tickets if self.queue.pop(t, None) is not None}
 
     def collect(self) -> dict[int, Continuation]:
         """Everything queued, in ONE ``LLM.generate`` call."""
-        batch, self.queue = self.queue, {}
+        batch, self.queue = self.queue, OrderedDict()
         out = {t: Continuation([], 0) for t, r in batch.items() if r.finished}
         live = [(t, r) for t, r in batch.items() if not r.finished]
         if not live:

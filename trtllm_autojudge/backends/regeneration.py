@@ -27,6 +27,7 @@ the rest of a continuation that came back short. :func:`serve` is the synchronou
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
@@ -83,6 +84,21 @@ class RegenerationBackend(Protocol):
     def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
         """Stop queued requests; the tokens each had forwarded (tickets already collected are ignored)."""
         ...
+
+
+class RequestQueue:
+    """The part every backend shares: queued requests by ticket, in submission order."""
+
+    def __init__(self) -> None:
+        self.queue: OrderedDict[int, RegenerationRequest] = OrderedDict()
+        self._next = 0
+
+    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
+        """Queue ``requests``; one ticket each."""
+        tickets = list(range(self._next, self._next + len(requests)))
+        self._next += len(requests)
+        self.queue.update(zip(tickets, requests))
+        return tickets
 
 
 class ContextLengthError(ValueError):

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..backends.protocol import LanguageModel
-from ..backends.regeneration import Continuation, RegenerationRequest, model_context
+from ..backends.regeneration import Continuation, RequestQueue, model_context
 
 
 class CachedLM:
@@ -85,21 +85,14 @@ class CachedLM:
         return seq
 
 
-class SessionRegenerator:
+class SessionRegenerator(RequestQueue):
     """The reference regeneration backend: one request at a time on a :class:`CachedLM`, in
     submission order (``collect`` serves the oldest queued request)."""
 
     def __init__(self, lm: LanguageModel, reuse: bool = True):
+        super().__init__()
         self.cached = CachedLM(lm, reuse)
         self.max_context = model_context(lm)
-        self.queue: dict[int, RegenerationRequest] = {}
-        self._next = 0
-
-    def submit(self, requests: Sequence[RegenerationRequest]) -> list[int]:
-        tickets = list(range(self._next, self._next + len(requests)))
-        self._next += len(requests)
-        self.queue.update(zip(tickets, requests))
-        return tickets
 
     def collect(self) -> dict[int, Continuation]:
         if not self.queue:

@@ -83,15 +83,22 @@ def engine_generate(
                                            draft_nodes=int(proposal.draft_lens[b]), draft_forwards=proposal.forwards,
                                            target_forwards=1, t_draft=t1 - t0, t_verify=t2 - t1, t_accept=0.0,
                                            t_rule=0.0))
-            budget = max_new_tokens - (len(seq) - len(res.prompt_ids))
-            for t in acc.tokens(b)[:budget]:
-                seq.append(t)
-                if t in stop:
-                    res.stop_reason = "eos"
-                    break
-            if res.stop_reason != "eos" and len(seq) - len(res.prompt_ids) < max_new_tokens:
+            if append_cycle_tokens(res, seq, acc.tokens(b), stop, max_new_tokens):
                 still.append(i)
         active = still
     for res, seq in zip(results, seqs):
         res.tokens = seq[len(res.prompt_ids):]
     return results
+
+
+def append_cycle_tokens(res: GenerationResult, seq: list[int], tokens: Sequence[int], stop: set[int],
+                        max_new_tokens: int) -> bool:
+    """Append one cycle's tokens to ``seq`` within the budget, stopping at EOS (``res.stop_reason``);
+    True while the sequence goes on."""
+    budget = max_new_tokens - (len(seq) - len(res.prompt_ids))
+    for t in tokens[:budget]:
+        seq.append(t)
+        if t in stop:
+            res.stop_reason = "eos"
+            return False
+    return len(seq) - len(res.prompt_ids) < max_new_tokens

@@ -21,7 +21,7 @@ from typing import Protocol, Sequence
 
 from ...decoding.speculative import CycleMetrics, GenerationResult
 from ...decoding.tree import DraftTree
-from .loop import Drafter
+from .loop import Drafter, append_cycle_tokens
 
 
 class StockTarget(Protocol):
@@ -67,13 +67,7 @@ def stock_generate(
             res.cycles.append(CycleMetrics(accepted=len(tokens) - 1, judged=0, draft_nodes=len(drafts[b]),
                                            draft_forwards=proposal.forwards, target_forwards=1, t_draft=t1 - t0,
                                            t_verify=t2 - t1, t_accept=0.0, t_rule=0.0))
-            budget = max_new_tokens - (len(seq) - len(res.prompt_ids))
-            for t in tokens[:budget]:
-                seq.append(t)
-                if t in stop:
-                    res.stop_reason = "eos"
-                    break
-            if res.stop_reason != "eos" and len(seq) - len(res.prompt_ids) < max_new_tokens:
+            if append_cycle_tokens(res, seq, tokens, stop, max_new_tokens):
                 still.append(i)
         active = still
     for res, seq in zip(results, seqs):
