@@ -19,8 +19,8 @@ from ..backends.protocol import LanguageModel
 from ..backends.regeneration import Regeneration, RegenerationBackend, Server
 from .cached_lm import CachedLM
 from .checkers import TaskChecker
-from .miner import (Await, Drop, MiningConfig, Predict, Regenerate, TargetProbs, TargetScorer, dtype_name,
-                    mining_steps)
+from .miner import (Await, Drop, MiningConfig, Predict, Regenerate, TargetProbs, TargetScorer, mining_steps,
+                    weights_dtype)
 
 
 @dataclass
@@ -46,7 +46,7 @@ class FastLabelMiner:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.target, self.draft, self.checker, self.decode = target, draft, checker, decode
         self.regenerator, self.config, self.batch_size = regenerator, config or MiningConfig(), batch_size
-        self.dtype = dtype_name(target)
+        self.dtype = weights_dtype(target)
         self.stop_ids = frozenset(target.eos_token_ids if stop_ids is None else stop_ids)
 
     def mine_many(self, items: Iterable[tuple[str, list[int], dict | None]], on_record: Callable[[dict], None]) -> None:

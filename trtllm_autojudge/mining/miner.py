@@ -39,6 +39,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Callable, Generator, Sequence
 
+from ..backends.dtype import dtype_name
 from ..backends.protocol import LanguageModel
 from ..backends.regeneration import Regeneration, RegenerationBackend, RegenerationRequest, serve
 from .cached_lm import CachedLM, SessionRegenerator
@@ -180,12 +181,10 @@ def mining_steps(prompt: list[int], example: dict | None, checker: TaskChecker, 
             "alt_answers": alt_answers, "cost": cost}
 
 
-def dtype_name(lm) -> str | None:
-    """'float32' / 'bfloat16' / ... of a model's weights (None for a model without tensors)."""
+def weights_dtype(lm) -> str | None:
+    """'float32' / 'bfloat16' / ... of a model's weights (None for a fake model without a dtype)."""
     dtype = getattr(lm, "dtype", None)
-    if dtype is None and hasattr(lm, "model"):
-        dtype = next(lm.model.parameters()).dtype
-    return None if dtype is None else str(dtype).removeprefix("torch.")
+    return None if dtype is None else dtype_name(dtype)
 
 
 class TargetScorer:
@@ -216,7 +215,7 @@ class LabelMiner:
         self.regenerator = regenerator or SessionRegenerator(target, self.config.reuse_cache)
         self.draft = CachedLM(draft, self.config.reuse_cache)
         self.scorer = TargetScorer(target, self.config.reuse_cache) if self.config.skip_unlikely > 0 else None
-        self.checker, self.decode, self.dtype = checker, decode, dtype_name(target)
+        self.checker, self.decode, self.dtype = checker, decode, weights_dtype(target)
         self.stop_ids = frozenset(target.eos_token_ids if stop_ids is None else stop_ids)
 
     def mine_many(self, items, on_record: Callable[[dict], None]) -> None:
