@@ -29,15 +29,19 @@ class TransformersLM:
         self.eos_token_ids = tuple(int(e) for e in eos_token_ids)
         # artefacts merged into the weights -> the dtype they were made in (None: not recorded, float32)
         self.artifact_dtypes: dict[str, str | None] = {}
-        # hidden [T, H] -> logits [T, V]: the model's LM head, or a vocabulary-subset head (.vocab_subset)
-        self.head: torch.nn.Module = model.lm_head
+        self._head: torch.nn.Module | None = None  # None: the model's own LM head
 
-    def use_head(self, head: torch.nn.Module) -> None:
-        """Compute session logits with ``head`` (hidden [T, H] -> logits [T, V]) instead of the LM head.
+    @property
+    def head(self) -> torch.nn.Module:
+        """hidden [T, H] -> logits [T, V] of sessions: the model's LM head, or the one given to :meth:`use_head`."""
+        return self.model.lm_head if self._head is None else self._head
+
+    def use_head(self, head: torch.nn.Module | None) -> None:
+        """Compute session logits with ``head`` (e.g. a :class:`.vocab_subset.SubsetHead`; None: the LM head).
 
         Hidden states are unchanged; ``.model`` keeps its own LM head (training, batched mining).
         """
-        self.head = head
+        self._head = head
 
     @property
     def device(self) -> torch.device:

@@ -111,22 +111,26 @@ def load_subset(path: str | Path, tokenizer, vocab_size: int) -> VocabSubset:
 class SubsetHead(nn.Module):
     """The rows of an LM head for the subset's tokens: logits [T, V] float32, -inf outside the subset.
 
-    Reads S x H weights per row instead of V x H. :func:`reference_subset_logits` is the reference.
+    Reads S x H weights per row instead of V x H (``rows``: an ``nn.Linear`` with the gathered
+    rows, which :func:`.cpu_linear.pack_linears` can pack). :func:`reference_subset_logits` is the reference.
     """
 
-    def __init__(self, lm_head: nn.Linear, subset: VocabSubset):
+    def __init__(self, lm_head: nn.Module, subset: VocabSubset):
         super().__init__()
-        if lm_head.weight.shape[0] != subset.vocab_size:
-            raise ValueError(f"the LM head has {lm_head.weight.shape[0]} outputs, the subset {subset.vocab_size}")
-        ids = torch.as_tensor(subset.token_ids, device=lm_head.weight.device)  # [S] int64
+        weight, bias = lm_head.weight.detach(), getattr(lm_head, "bias", None)  # [V, H], [V] or None
+        if weight.shape[0] != subset.vocab_size:
+            raise ValueError(f"the LM head has {weight.shape[0]} outputs, the subset {subset.vocab_size}")
+        ids = torch.as_tensor(subset.token_ids, device=weight.device)  # [S] int64
         self.register_buffer("token_ids", ids)
-        self.weight = nn.Parameter(lm_head.weight.detach()[ids].clone(), requires_grad=False)  # [S, H]
-        bias = getattr(lm_head, "bias", None)
-        self.bias = None if bias is None else nn.Parameter(bias.detach()[ids].clone(), requires_grad=False)  # [S]
+        self.rows = nn.Linear(weight.shape[1], len(ids), bias=bias is not None, device=weight.device, dtype=weight.dtype)
+        self.rows.requires_grad_(False)
+        self.rows.weight.copy_(weight[ids])  # [S, H]
+        if bias is not None:
+            self.rows.bias.copy_(bias.detach()[ids])
         self.vocab_size, self.subset = subset.vocab_size, subset
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # hidden [T, H] -> [T, V] float32
-        sub = nn.functional.linear(hidden, self.weight, self.bias).float()  # [T, S]
+        sub = self.rows(hidden).float()  # [T, S]
         out = torch.full((hidden.shape[0], self.vocab_size), float("-inf"), device=hidden.device)  # [T, V]
         return out.index_copy_(1, self.token_ids, sub)
 
