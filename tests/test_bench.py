@@ -24,10 +24,11 @@ def test_roofline_parts_are_measured():
     target, _ = tiny_pair(seed=0)
     bw = copy_bandwidth(nbytes=8 * 2**20, repeats=2)
     assert 1e8 < bw < 1e13  # bytes/s of a real copy: between 0.1 GB/s and 10 TB/s
-    step = step_seconds(target, [5, 6, 7], repeats=3)
-    assert 0 < step < 5
-    r = Roofline(weight_bytes(target.model), bw, step)
+    step, cpu = step_seconds(target, [5, 6, 7], repeats=3)
+    assert 0 < step < 5 and 0 < cpu < 5
+    r = Roofline(weight_bytes(target.model), bw, step, cpu)
     assert r.bound_s == r.weight_bytes / bw and r.step_over_bound == step / r.bound_s
+    assert r.cpu_step_over_bound == cpu / r.bound_s
     assert "x the bound" in r.table()
 
 

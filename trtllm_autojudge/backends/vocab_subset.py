@@ -122,7 +122,8 @@ class SubsetHead(nn.Module):
             raise ValueError(f"the LM head has {weight.shape[0]} outputs, the subset {subset.vocab_size}")
         ids = torch.as_tensor(subset.token_ids, device=weight.device)  # [S] int64
         self.register_buffer("token_ids", ids)
-        self.rows = nn.Linear(weight.shape[1], len(ids), bias=bias is not None, device=weight.device, dtype=weight.dtype)
+        self.rows = nn.Linear(weight.shape[1], len(ids), bias=bias is not None, device=weight.device,
+                              dtype=weight.dtype)
         self.rows.requires_grad_(False)
         self.rows.weight.copy_(weight[ids])  # [S, H]
         if bias is not None:

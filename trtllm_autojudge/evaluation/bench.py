@@ -33,7 +33,8 @@ def run_bench(target, draft, questions, tree: DraftTree, judge: JudgeHead, thres
     total = repeats * len(questions) * len(MODES)
     bar = tqdm(total=total, desc="bench", unit="run", file=sys.stderr)
     for r in range(repeats):
-        acc = {m: {"tokens": 0, "seconds": 0.0, "cpu_seconds": 0.0, "t_draft": 0.0, "t_verify": 0.0, "t_accept": 0.0, "t_rule": 0.0,
+        acc = {m: {"tokens": 0, "seconds": 0.0, "cpu_seconds": 0.0, "t_draft": 0.0, "t_verify": 0.0, "t_accept": 0.0,
+                   "t_rule": 0.0,
                    "cycles": 0} for m in MODES}
         for q in questions:
             for m in MODES[r % len(MODES):] + MODES[: r % len(MODES)]:
@@ -79,6 +80,6 @@ def run_bench(target, draft, questions, tree: DraftTree, judge: JudgeHead, thres
             "lossless_tokens_per_s": med["lossless"]["tokens_per_s"],
             "autojudge_tokens_per_s": med["autojudge"]["tokens_per_s"],
             "bound_ms_per_step": roofline.bound_s * 1e3, "step_ms": roofline.step_s * 1e3,
-            "step_over_bound": roofline.step_over_bound, "roofline": roofline.as_dict(),
+            "step_over_bound": roofline.step_over_bound, "step_cpu_ms": roofline.step_cpu_s * 1e3, "roofline": roofline.as_dict(),
             "medians": med, "ratios": ratios, "cpu_time_ratios": cpu_ratios, "judge_over_verify": judge_overhead,
             "repeats": repeats, "questions": len(questions), "threshold": rule.threshold, "table": "\n".join(lines)}
