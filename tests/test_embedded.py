@@ -219,3 +219,44 @@ def test_embedded_pair_in_bf16_shares_the_head_and_warns_about_fp32_artefacts(ca
         out = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), max_new_tokens=40)
         gaps, scale = greedy_gaps(target, prompt, out.tokens)
         assert torch.all(gaps <= NEAR_TIE[torch.bfloat16] * scale), f"a non-greedy token at gap {gaps.max():.3g}"
+
+
+def test_shipped_draft_vocab_keeps_lossless_exact(tuned):
+    """The shipped GSM8K subset belongs to the embedded tokenizer; with it the draft proposes only
+    subset tokens and lossless decoding still equals the target's greedy decoding (float32)."""
+    from trtllm_autojudge.backends.vocab_subset import EMBEDDED_SUBSET, SubsetHead, load_subset
+    from trtllm_autojudge.decoding.speculative import propose
+
+    target, tokenizer = tuned
+    assert EMBEDDED_SUBSET.is_file() and EMBEDDED_SUBSET.stat().st_size < 1e6
+    subset = load_subset(EMBEDDED_SUBSET, tokenizer, target.vocab_size)
+    assert tokenizer.eos_token_id in subset.token_ids and subset.size < target.vocab_size // 4
+    draft, _ = load_draft(target)
+    draft.use_head(SubsetHead(draft.model.lm_head, subset))
+    problem = variant_problems("train", 1, seed=7)[0]
+    prompt = prompt_ids(tokenizer, problem.question)
+    greedy = greedy_generate(target, prompt, max_new_tokens=24)
+    spec = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), max_new_tokens=24)
+    assert spec.tokens == greedy and sum(c.accepted for c in spec.cycles) > 0
+    drafted, _, _, _ = propose(draft.session(), prompt + greedy[:10], DraftTree.static([3, 2]), need_hidden=False)
+    assert set(drafted.tolist()) <= set(subset.token_ids.tolist())
+
+
+def test_draft_vocab_option_refuses_a_file_of_another_tokenizer(cache, monkeypatch, tmp_path):
+    import argparse
+    from collections import Counter
+
+    from trtllm_autojudge.backends.loading import load_pair
+    from trtllm_autojudge.backends.vocab_subset import most_frequent
+
+    monkeypatch.setenv(embedded.CACHE_ENV, cache)
+    tokenizer = load_tokenizer(cache)
+    other = most_frequent([Counter(range(100))], 64, len(tokenizer), "0123456789abcdef")
+    other.save(tmp_path / "other.safetensors")
+    args = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=None, dtype="float32",
+                              draft_vocab=str(tmp_path / "other.safetensors"))
+    with pytest.raises(SystemExit, match="--draft-vocab: .* fingerprint 0123456789abcdef"):
+        load_pair(args)
+    args.draft_vocab = "embedded"
+    target, draft, _ = load_pair(args)
+    assert draft.head.subset.size < draft.vocab_size and target.head is target.model.lm_head

@@ -1,9 +1,11 @@
 """Load a draft/target pair from command-line names: the embedded default or any HF folder.
 
-``--target tuned|raw|PATH`` and ``--draft embedded|PATH``. A PATH is a local transformers
+``--target tuned|raw|PATH``, ``--draft embedded|PATH`` and ``--draft-vocab none|embedded|FILE`` (a
+draft LM head over a vocabulary subset, see :mod:`.vocab_subset`). A PATH is a local transformers
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
 ``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
-then cast, so a bf16 pair is the rounding of the float32 one.
+then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
+(:mod:`.cpu_linear`: bit-identical outputs, about twice the weight bandwidth).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from ..dtype_record import check_artifact_dtype
+from .cpu_linear import pack_linears
 from .dtype import CHOICES, dtype_name, resolve_dtype
 from .transformers_backend import TransformersLM
 
@@ -22,6 +25,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--target", default="tuned",
                    help="embedded target 'tuned' (GSM8K adapter, default) or 'raw', or a local HF checkpoint folder")
     g.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a local HF checkpoint folder")
+    g.add_argument("--draft-vocab", default="none",
+                   help="draft LM head over a vocabulary subset: 'none' (full head, default), 'embedded' (the shipped "
+                        "GSM8K subset, for the embedded draft) or a subset file (build_scripts/make_draft_vocab.py)")
     g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     g.add_argument("--dtype", default="auto", choices=CHOICES,
                    help="compute dtype (default auto: bfloat16 where the CPU/GPU computes it natively, else float32)")
@@ -79,4 +85,22 @@ def load_pair(args: argparse.Namespace, task=None):
             check_artifact_dtype(what, made_in, dtype_name(dtype))
     if draft.vocab_size != target.vocab_size:
         raise SystemExit(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: the pair must share a tokenizer")
+    _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer)
+    pack_linears(target.model, draft.model, draft.head)  # bf16 on CPU: weights laid out once (same outputs)
     return target, draft, tokenizer
+
+
+def _use_draft_vocab(draft: TransformersLM, choice: str, draft_name: str, tokenizer) -> None:
+    """Give the draft a vocabulary-subset head (after the cast: the head copies rows in the draft's dtype)."""
+    from .vocab_subset import EMBEDDED_SUBSET, SubsetHead, load_subset
+
+    if choice == "none":
+        return
+    if choice == "embedded":
+        if draft_name != "embedded":
+            raise SystemExit("--draft-vocab embedded is made for the embedded draft: give --draft-vocab FILE for yours")
+        choice = EMBEDDED_SUBSET
+    try:
+        draft.use_head(SubsetHead(draft.model.lm_head, load_subset(choice, tokenizer, draft.vocab_size)))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--draft-vocab: {e}") from None

@@ -29,6 +29,19 @@ class TransformersLM:
         self.eos_token_ids = tuple(int(e) for e in eos_token_ids)
         # artefacts merged into the weights -> the dtype they were made in (None: not recorded, float32)
         self.artifact_dtypes: dict[str, str | None] = {}
+        self._head: torch.nn.Module | None = None  # None: the model's own LM head
+
+    @property
+    def head(self) -> torch.nn.Module:
+        """hidden [T, H] -> logits [T, V] of sessions: the model's LM head, or the one given to :meth:`use_head`."""
+        return self.model.lm_head if self._head is None else self._head
+
+    def use_head(self, head: torch.nn.Module | None) -> None:
+        """Compute session logits with ``head`` (e.g. a :class:`.vocab_subset.SubsetHead`; None: the LM head).
+
+        Hidden states are unchanged; ``.model`` keeps its own LM head (training, batched mining).
+        """
+        self._head = head
 
     @property
     def device(self) -> torch.device:
@@ -72,7 +85,7 @@ class TransformersSession:
             kwargs["attention_mask"] = mask.to(device=device, dtype=torch.bool)[None, None]  # [1, 1, T, L+T]
         out = self.lm.model.model(input_ids=ids, cache=self.cache, use_cache=True, **kwargs)
         hidden = out.last_hidden_state[0]  # [T, H], after the final norm
-        logits = self.lm.model.lm_head(hidden)  # [T, V]
+        logits = self.lm.head(hidden)  # [T, V]
         self.cached_len += T
         return ForwardOutput(logits=logits.float(), hidden=hidden.float())
 

@@ -1,6 +1,12 @@
 """Wall clock on one machine, in one run, interleaved: target-only greedy, lossless speculative
 decoding, and AutoJudge. Each repeat runs every question in every mode, rotating the order of the
 modes, so drift in the machine's speed hits all modes alike; medians over repeats are reported.
+
+Beside wall clock, each mode's process CPU time is summed: on a shared machine, a process that waits
+for a core loses wall time but not CPU time, so with one thread (``--threads 1``) tokens per
+CPU-second are the steadier comparison. (With more threads CPU time also counts threads that spin.)
+Before the modes run, :func:`..backends.roofline.measure_roofline` times one target step against
+its memory-bandwidth bound.
 """
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import time
 
 from tqdm import tqdm
 
+from ..backends.roofline import measure_roofline
 from ..decoding.modes import JudgeRule
 from ..decoding.speculative import greedy_generate, speculative_generate
 from ..decoding.tree import DraftTree
@@ -21,15 +28,17 @@ MODES = ("target-only", "lossless", "autojudge")
 def run_bench(target, draft, questions, tree: DraftTree, judge: JudgeHead, threshold: float | None,
               repeats: int, max_new_tokens: int) -> dict:
     rule = JudgeRule(judge, threshold)
+    roofline = measure_roofline(target, questions[0].prompt_ids)
     per_mode = {m: [] for m in MODES}  # one dict per repeat: tokens, seconds, phase times
     total = repeats * len(questions) * len(MODES)
     bar = tqdm(total=total, desc="bench", unit="run", file=sys.stderr)
     for r in range(repeats):
-        acc = {m: {"tokens": 0, "seconds": 0.0, "t_draft": 0.0, "t_verify": 0.0, "t_accept": 0.0, "t_rule": 0.0,
+        acc = {m: {"tokens": 0, "seconds": 0.0, "cpu_seconds": 0.0, "t_draft": 0.0, "t_verify": 0.0, "t_accept": 0.0,
+                   "t_rule": 0.0,
                    "cycles": 0} for m in MODES}
         for q in questions:
             for m in MODES[r % len(MODES):] + MODES[: r % len(MODES)]:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 if m == "target-only":
                     n = len(greedy_generate(target, q.prompt_ids, max_new_tokens))
                     summary = {"cycles": n}
@@ -38,6 +47,7 @@ def run_bench(target, draft, questions, tree: DraftTree, judge: JudgeHead, thres
                                                rule=None if m == "lossless" else rule, max_new_tokens=max_new_tokens)
                     n, summary = len(out.tokens), out.summary()
                 acc[m]["seconds"] += time.perf_counter() - t0
+                acc[m]["cpu_seconds"] += time.process_time() - c0
                 acc[m]["tokens"] += n
                 for k in ("t_draft", "t_verify", "t_accept", "t_rule", "cycles"):
                     acc[m][k] += summary.get(k, 0.0)
@@ -46,21 +56,30 @@ def run_bench(target, draft, questions, tree: DraftTree, judge: JudgeHead, thres
             per_mode[m].append(acc[m])
     bar.close()
     med = {m: {"tokens_per_s": statistics.median(a["tokens"] / a["seconds"] for a in per_mode[m]),
+               "tokens_per_cpu_s": statistics.median(a["tokens"] / a["cpu_seconds"] for a in per_mode[m]),
                "tokens_per_forward": statistics.median(a["tokens"] / max(a["cycles"], 1) for a in per_mode[m]),
                **{k: statistics.median(a[k] for a in per_mode[m]) for k in ("t_draft", "t_verify", "t_accept", "t_rule")}}
            for m in MODES}
-    ratios = {"lossless / target-only": med["lossless"]["tokens_per_s"] / med["target-only"]["tokens_per_s"],
-              "autojudge / target-only": med["autojudge"]["tokens_per_s"] / med["target-only"]["tokens_per_s"],
-              "autojudge / lossless": med["autojudge"]["tokens_per_s"] / med["lossless"]["tokens_per_s"]}
+    ratios, cpu_ratios = ({f"{a} / {b}": med[a][key] / med[b][key] for a, b in
+                           (("lossless", "target-only"), ("autojudge", "target-only"), ("autojudge", "lossless"))}
+                          for key in ("tokens_per_s", "tokens_per_cpu_s"))
     judge_overhead = med["autojudge"]["t_rule"] / max(med["autojudge"]["t_verify"], 1e-9)
-    lines = [f"{'mode':<13}{'tok/s':>8}{'tok/fwd':>9}{'draft s':>9}{'verify s':>10}{'accept s':>10}{'judge s':>9}"]
+    lines = [roofline.table(), "",
+             f"{'mode':<13}{'tok/s':>8}{'tok/cpu-s':>10}{'tok/fwd':>9}{'draft s':>9}{'verify s':>10}{'accept s':>10}"
+             f"{'judge s':>9}"]
     for m in MODES:
         d = med[m]
-        lines.append(f"{m:<13}{d['tokens_per_s']:>8.2f}{d['tokens_per_forward']:>9.2f}{d['t_draft']:>9.2f}"
-                     f"{d['t_verify']:>10.2f}{d['t_accept']:>10.2f}{d['t_rule']:>9.3f}")
-    lines += [""] + [f"{k:<26}{v:>6.2f}x" for k, v in ratios.items()]
+        lines.append(f"{m:<13}{d['tokens_per_s']:>8.2f}{d['tokens_per_cpu_s']:>10.2f}{d['tokens_per_forward']:>9.2f}"
+                     f"{d['t_draft']:>9.2f}{d['t_verify']:>10.2f}{d['t_accept']:>10.2f}{d['t_rule']:>9.3f}")
+    lines += ["", f"{'ratio':<26}{'wall':>7}{'cpu':>7}"]
+    lines += [f"{k:<26}{v:>6.2f}x{cpu_ratios[k]:>6.2f}x" for k, v in ratios.items()]
     lines.append(f"{'judge time / verify time':<26}{judge_overhead:>6.1%}")
     lines.append(f"(medians over {repeats} repeats of {len(questions)} questions, tree of {tree.num_nodes} nodes, "
                  f"threshold {rule.threshold:g})")
-    return {"medians": med, "ratios": ratios, "judge_over_verify": judge_overhead, "repeats": repeats,
-            "questions": len(questions), "threshold": rule.threshold, "table": "\n".join(lines)}
+    return {"target_only_tokens_per_s": med["target-only"]["tokens_per_s"],
+            "lossless_tokens_per_s": med["lossless"]["tokens_per_s"],
+            "autojudge_tokens_per_s": med["autojudge"]["tokens_per_s"],
+            "bound_ms_per_step": roofline.bound_s * 1e3, "step_ms": roofline.step_s * 1e3,
+            "step_over_bound": roofline.step_over_bound, "step_cpu_ms": roofline.step_cpu_s * 1e3, "roofline": roofline.as_dict(),
+            "medians": med, "ratios": ratios, "cpu_time_ratios": cpu_ratios, "judge_over_verify": judge_overhead,
+            "repeats": repeats, "questions": len(questions), "threshold": rule.threshold, "table": "\n".join(lines)}

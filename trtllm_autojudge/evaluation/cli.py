@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
+
+import torch
 
 from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
@@ -107,10 +110,14 @@ def main_eval(argv: list[str]) -> int:
 
 
 def main_bench(argv: list[str]) -> int:
+    import shlex
+
+    import torch
+
     p = argparse.ArgumentParser(prog="trtllm-autojudge bench", description=__doc__)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threshold", type=float, default=None, help="AutoJudge threshold (default: the judge file's)")
-    p.add_argument("--out", default=None, help="also write the result as JSON here")
+    p.add_argument("--out", default=None, help="also write the result as JSON here (e.g. docs/results/bench_cpu.json)")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
@@ -123,10 +130,15 @@ def main_bench(argv: list[str]) -> int:
     target, draft, tokenizer = load_pair(args, task)
     judge = load_judge(args, target, draft, required=True, task=task)
     questions = questions_from(problems, tokenizer, task)
-    result = run_bench(target, draft, questions, draft_tree(args), judge, args.threshold, args.repeats,
-                       args.max_new_tokens)
+    tree = draft_tree(args)
+    result = run_bench(target, draft, questions, tree, judge, args.threshold, args.repeats, args.max_new_tokens)
+    subset = getattr(draft.head, "subset", None)
+    result.update(task=task.name, dtype=dtype_name(target.dtype), command=shlex.join(["trtllm-autojudge", "bench", *argv]),
+                  target=target.name, draft=draft.name, draft_vocab=None if subset is None else subset.size,
+                  tree_parents=list(tree.parents), threads=torch.get_num_threads())
     print(result["table"])
     if args.out:
-        Path(args.out).write_text(json.dumps({"task": task.name, **result}, indent=1))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1))
         print(f"wrote {args.out}", file=sys.stderr)
     return 0

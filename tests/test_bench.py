@@ -1,0 +1,51 @@
+"""`bench` on the tiny pair: the roofline's parts and the bench_cpu.json keys, measured in one run."""
+import numpy as np
+import torch
+
+from tiny_models import tiny_pair
+from trtllm_autojudge.backends.roofline import Roofline, copy_bandwidth, step_seconds, weight_bytes
+from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.evaluation.bench import run_bench
+from trtllm_autojudge.evaluation.runner import Question
+from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+
+
+def test_weight_bytes_counts_tied_tensors_once():
+    target, _ = tiny_pair(seed=0)
+    model = target.model
+    expect = sum(p.numel() * 4 for p in model.parameters())
+    assert weight_bytes(model) == expect
+    model.lm_head.weight = model.model.embed_tokens.weight  # tie: the same tensor is read once per step
+    assert weight_bytes(model) == expect - model.lm_head.weight.numel() * 4
+    assert weight_bytes(model.to(torch.bfloat16)) == (expect - model.lm_head.weight.numel() * 4) // 2
+
+
+def test_roofline_parts_are_measured():
+    target, _ = tiny_pair(seed=0)
+    bw = copy_bandwidth(nbytes=8 * 2**20, repeats=2)
+    assert 1e8 < bw < 1e13  # bytes/s of a real copy: between 0.1 GB/s and 10 TB/s
+    step, cpu = step_seconds(target, [5, 6, 7], repeats=3)
+    assert 0 < step < 5 and 0 < cpu < 5
+    r = Roofline(weight_bytes(target.model), bw, step, cpu)
+    assert r.bound_s == r.weight_bytes / bw and r.step_over_bound == step / r.bound_s
+    assert r.cpu_step_over_bound == cpu / r.bound_s
+    assert "x the bound" in r.table()
+
+
+def test_bench_reports_every_mode_and_the_roofline():
+    target, draft = tiny_pair(seed=0)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    judge = JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), 0.0, "DT", draft.hidden_size, target.hidden_size, 0.5)
+    questions = [Question(f"q{i}", [3 + i, 9, 17], None) for i in range(2)]
+    out = run_bench(target, draft, questions, DraftTree.chain(3), judge, None, repeats=2, max_new_tokens=8)
+    for key in ("target_only_tokens_per_s", "lossless_tokens_per_s", "autojudge_tokens_per_s", "bound_ms_per_step",
+                "step_ms"):
+        assert out[key] > 0, key
+    med = out["medians"]
+    assert out["lossless_tokens_per_s"] == med["lossless"]["tokens_per_s"]
+    assert np.isclose(out["ratios"]["lossless / target-only"],
+                      med["lossless"]["tokens_per_s"] / med["target-only"]["tokens_per_s"])
+    assert all(m["tokens_per_cpu_s"] > 0 for m in med.values())
+    assert med["target-only"]["tokens_per_forward"] == 1.0 and med["lossless"]["tokens_per_forward"] >= 1.0
+    assert np.isclose(out["step_over_bound"], out["step_ms"] / out["bound_ms_per_step"])
+    assert "roofline:" in out["table"] and "lossless / target-only" in out["table"]

@@ -1,0 +1,72 @@
+"""bfloat16 linear layers with pre-packed weights for CPU decoding (oneDNN's blocked layout).
+
+On a CPU, ``nn.Linear`` in bf16 re-lays its weight out for oneDNN on every call; at batch 1 that
+halves the bandwidth a decode step gets from its weights. :class:`PackedLinear` lays the weight out
+once (``torch.ops.mkldnn._reorder_linear_weight``, what inductor's CPU weight freezing uses) and
+calls the same oneDNN kernel (``_linear_pointwise``): the outputs are bit-identical to
+``nn.Linear`` in bf16 (tested), so lossless decoding and judge features do not change. float32 is
+left alone: there the packed kernel rounds differently and does not pay at batch 1.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def can_pack(dtype: torch.dtype, device: torch.device | str) -> bool:
+    """True for bf16 on a CPU whose torch build has oneDNN with bf16 support."""
+    return (dtype == torch.bfloat16 and torch.device(device).type == "cpu" and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+class PackedLinear(nn.Module):
+    """Inference-only ``nn.Linear`` whose weight is also kept in oneDNN's layout.
+
+    ``weight`` / ``bias`` stay the original parameters (shared with ties, counted by
+    ``parameters()``); casting or moving the module afterwards is refused at the next call.
+    """
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        if not can_pack(linear.weight.dtype, linear.weight.device):
+            raise ValueError(f"PackedLinear needs a bf16 CPU weight with oneDNN, got {linear.weight.dtype} "
+                             f"on {linear.weight.device}")
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias  # [out, in], [out] or None
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)  # not a parameter or buffer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., in] -> [..., out]
+        if x.dtype != self.weight.dtype or self.weight.dtype != self.packed.dtype or x.device.type != "cpu":
+            raise RuntimeError(f"PackedLinear packed for {self.packed.dtype} on cpu got {x.dtype} on {x.device}: "
+                               "cast or move the model before packing it (backends/cpu_linear.pack_linears)")
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+            raise RuntimeError("PackedLinear is for inference: run under torch.no_grad() or train an unpacked model")
+        bias = None if self.bias is None else self.bias.detach()
+        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, self.in_features).contiguous(), self.packed, bias,
+                                               "none", [], "")  # [N, out]
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def pack_linears(*modules: nn.Module) -> int:
+    """Replace every bf16 CPU ``nn.Linear`` under ``modules`` by a :class:`PackedLinear` in place.
+
+    A linear shared between modules (the embedded draft's LM head is the target's) becomes one
+    shared packed module. Other dtypes and devices are left as they are. Returns the number packed.
+    """
+    packed: dict[int, PackedLinear] = {}
+
+    def visit(parent: nn.Module) -> None:
+        for name, child in parent.named_children():
+            if type(child) is nn.Linear and can_pack(child.weight.dtype, child.weight.device):
+                if id(child) not in packed:
+                    packed[id(child)] = PackedLinear(child)
+                setattr(parent, name, packed[id(child)])
+            else:
+                visit(child)
+
+    for module in modules:
+        visit(module)
+    return len(packed)
