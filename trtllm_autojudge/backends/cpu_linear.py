@@ -39,7 +39,7 @@ class PackedLinear(nn.Module):
         if x.dtype != self.weight.dtype or self.weight.dtype != self.packed.dtype or x.device.type != "cpu":
             raise RuntimeError(f"PackedLinear packed for {self.packed.dtype} on cpu got {x.dtype} on {x.device}: "
                                "cast or move the model before packing it (backends/cpu_linear.pack_linears)")
-        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+        if torch.is_grad_enabled() and x.requires_grad:  # the packed op records no gradient
             raise RuntimeError("PackedLinear is for inference: run under torch.no_grad() or train an unpacked model")
         bias = None if self.bias is None else self.bias.detach()
         y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, self.in_features).contiguous(), self.packed, bias,
