@@ -60,13 +60,8 @@ def engine_generate(
 
     ``thresholds`` is one value or one per prompt (0 accepts exact matches only: lossless).
     """
-    if any(len(p) == 0 for p in prompts):
-        raise ValueError("every prompt needs at least one token")
+    stop, seqs, results, active = start_generation(prompts, stop_ids, max_new_tokens)
     thr = check_thresholds(thresholds, len(prompts))
-    stop = {int(s) for s in stop_ids}
-    seqs = [[int(t) for t in p] for p in prompts]
-    results = [GenerationResult(list(p), [], "budget") for p in seqs]
-    active = [i for i in range(len(seqs)) if max_new_tokens > 0]
     while active:
         prefixes = [seqs[i] for i in active]
         t0 = time.perf_counter()
@@ -102,3 +97,12 @@ def append_cycle_tokens(res: GenerationResult, seq: list[int], tokens: Sequence[
             res.stop_reason = "eos"
             return False
     return len(seq) - len(res.prompt_ids) < max_new_tokens
+
+
+def start_generation(prompts: Sequence[Sequence[int]], stop_ids: Sequence[int], max_new_tokens: int):
+    """(stop set, running sequences, results, active indices) of a batch of prompts (none may be empty)."""
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    seqs = [[int(t) for t in p] for p in prompts]
+    results = [GenerationResult(list(p), [], "budget") for p in seqs]
+    return {int(s) for s in stop_ids}, seqs, results, [i for i in range(len(seqs)) if max_new_tokens > 0]

@@ -21,7 +21,7 @@ from typing import Protocol, Sequence
 
 from ...decoding.speculative import CycleMetrics, GenerationResult
 from ...decoding.tree import DraftTree
-from .loop import Drafter, append_cycle_tokens
+from .loop import Drafter, append_cycle_tokens, start_generation
 
 
 class StockTarget(Protocol):
@@ -41,15 +41,10 @@ def stock_generate(
 ) -> list[GenerationResult]:
     """Generate for a batch of prompts with chains of ``depth`` draft tokens; finished requests leave
     the batch. The threshold is the target engine's (one per engine on this route)."""
-    if any(len(p) == 0 for p in prompts):
-        raise ValueError("every prompt needs at least one token")
+    stop, seqs, results, active = start_generation(prompts, stop_ids, max_new_tokens)
     if depth < 1:
         raise ValueError(f"depth must be >= 1 (draft tokens per cycle), got {depth}")
     chain = DraftTree.chain(depth)
-    stop = {int(s) for s in stop_ids}
-    seqs = [[int(t) for t in p] for p in prompts]
-    results = [GenerationResult(list(p), [], "budget") for p in seqs]
-    active = [i for i in range(len(seqs)) if max_new_tokens > 0]
     while active:
         prefixes = [seqs[i] for i in active]
         t0 = time.perf_counter()
