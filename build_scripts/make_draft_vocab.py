@@ -27,20 +27,18 @@ from transformers import AutoConfig  # noqa: E402
 
 from trtllm_autojudge.backends.embedded import ASSETS, converted_checkpoint, load_tokenizer  # noqa: E402
 from trtllm_autojudge.backends.vocab_subset import most_frequent, tokenizer_fingerprint  # noqa: E402
-from trtllm_autojudge.data import program_problems, program_training_ids, training_ids, variant_problems  # noqa: E402
+from trtllm_autojudge.tasks import load_task  # noqa: E402
 
 log = logging.getLogger("make_draft_vocab")
 TASKS = ("gsm8k-cot", "gsm8k-program")
 HELDOUT_SEED = 2_000
 
 
-def token_counts(tokenizer, task: str, split: str, per_template: int, seed: int) -> tuple[Counter, Counter]:
+def token_counts(tokenizer, task, split: str, per_template: int, seed: int) -> tuple[Counter, Counter]:
     """Token counts of the responses (end-of-turn included) and of the questions of ``split``-template variants."""
-    cot = task == "gsm8k-cot"
-    problems = variant_problems(split, per_template, seed) if cot else program_problems(split, per_template, seed)
     responses, questions = Counter(), Counter()
-    for p in problems:
-        ids, n_prompt = training_ids(tokenizer, p.question, p.answer) if cot else program_training_ids(tokenizer, p)
+    for p in task.problems(split, False, per_template, seed):
+        ids, n_prompt = task.training_ids(tokenizer, p)
         responses.update(ids[n_prompt:])
         questions.update(tokenizer(p.question, add_special_tokens=False).input_ids)
     return responses, questions
@@ -52,12 +50,13 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=2048, help="tokens in the subset")
     p.add_argument("--per-template", type=int, default=40, help="training variants counted per training template")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None, help="default: assets/draft_vocab_gsm8k[-program].safetensors")
+    p.add_argument("--out", type=Path, default=None, help="default: the task's shipped subset (assets/draft_vocab_gsm8k[_program].safetensors)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     tokenizer = load_tokenizer()
-    counts, question_counts = token_counts(tokenizer, args.task, "train", args.per_template, args.seed)
-    heldout, _ = token_counts(tokenizer, args.task, "eval", 5, HELDOUT_SEED)
+    task = load_task(args.task)
+    counts, question_counts = token_counts(tokenizer, task, "train", args.per_template, args.seed)
+    heldout, _ = token_counts(tokenizer, task, "eval", 5, HELDOUT_SEED)
     source = {"task": args.task, "split": "train", "per_template": args.per_template, "seed": args.seed,
               "tokenizer": getattr(tokenizer, "name_or_path", "") and Path(tokenizer.name_or_path).name}
     vocab_size = AutoConfig.from_pretrained(converted_checkpoint()).vocab_size  # the models' output width
@@ -65,8 +64,7 @@ def main(argv=None) -> int:
                            always=[tokenizer.eos_token_id], meta=source)
     kept = set(subset.token_ids.tolist())
     subset.meta["heldout_coverage"] = sum(c for t, c in heldout.items() if t in kept) / max(sum(heldout.values()), 1)
-    out = args.out or ASSETS / ("draft_vocab_gsm8k.safetensors" if args.task == "gsm8k-cot"
-                                else "draft_vocab_gsm8k_program.safetensors")
+    out = args.out or ASSETS / task.shipped_draft_vocab
     subset.save(out)
     log.info("%d tokens (%d distinct in %d counted response tokens): coverage %.4f on training responses, "
              "%.4f on evaluation-template responses; wrote %s", subset.size, len(counts), subset.meta["counted_tokens"],

@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -97,13 +96,6 @@ def cached(path: Path, make):
     return value
 
 
-def training_questions(task, path: Path) -> set[str]:
-    """Questions an adapter or draft file was trained on (from the settings in its metadata)."""
-    with safe_open(str(path), framework="pt") as f:
-        settings = json.loads((f.metadata() or {})["settings"])
-    return {p.question for p in task.problems("train", False, settings["per_template"], settings["seed"])}
-
-
 def heldout_problems(task, seen: set[str]) -> dict[str, list]:
     """Held-out sets: fresh variants of the training templates (minus ``seen``), variants of the eval templates."""
     return {
@@ -149,7 +141,7 @@ def train(args) -> None:
     batches = make_batches(tokenizer, train_problems, args.batch, args.seed, encode=task.training_ids)
     labels = cached(work / f"labels-{teacher}-train-{args.per_template}-{args.seed}-{args.batch}.pt",
                     lambda: teacher_labels(target.model, batches, pad, "target labels (train)"))
-    seen = {p.question for p in train_problems} | training_questions(task, args.adapter)
+    seen = {p.question for p in train_problems} | task.trained_questions()
     heldout = {}
     for name, problems in heldout_problems(task, seen).items():
         b = make_batches(tokenizer, problems, 8, 0, encode=task.training_ids)
@@ -241,7 +233,7 @@ def measure(args) -> None:
     target.model.to(dtype)
     draft.model.to(dtype)
     n = args.measure_prompts
-    seen = training_questions(task, args.adapter) | training_questions(task, args.out)
+    seen = task.trained_questions()  # the shipped adapter and draft
     groups = {
         "eval_templates_original": task.problems("eval", True, 0, 0)[:n],
         "train_templates_fresh": heldout_problems(task, seen)["train_templates_fresh"][:n],

@@ -224,12 +224,14 @@ def test_embedded_pair_in_bf16_shares_the_head_and_warns_about_fp32_artefacts(ca
 def test_shipped_draft_vocab_keeps_lossless_exact(tuned):
     """The shipped GSM8K subset belongs to the embedded tokenizer; with it the draft proposes only
     subset tokens and lossless decoding still equals the target's greedy decoding (float32)."""
-    from trtllm_autojudge.backends.vocab_subset import EMBEDDED_SUBSET, SubsetHead, load_subset
+    from trtllm_autojudge.backends.vocab_subset import SubsetHead, load_subset
     from trtllm_autojudge.decoding.speculative import propose
+    from trtllm_autojudge.tasks import load_task
 
     target, tokenizer = tuned
-    assert EMBEDDED_SUBSET.is_file() and EMBEDDED_SUBSET.stat().st_size < 1e6
-    subset = load_subset(EMBEDDED_SUBSET, tokenizer, target.vocab_size)
+    shipped = load_task("gsm8k-cot").shipped_model_path("draft_vocab")
+    assert shipped.stat().st_size < 1e6
+    subset = load_subset(shipped, tokenizer, target.vocab_size)
     assert tokenizer.eos_token_id in subset.token_ids and subset.size < target.vocab_size // 4
     draft, _ = load_draft(target)
     draft.use_head(SubsetHead(draft.model.lm_head, subset))

@@ -207,3 +207,40 @@ def test_trtllm_backend_calls_the_llm_api_as_read(fake_trtllm):
     except StopIteration:
         pass
     assert n > 20
+
+
+@pytest.mark.parametrize("min_window,max_window", [(1, 1), (2, 8), (8, 64)])
+def test_lookup_backend_equals_sequential_float64(min_window, max_window):
+    """Lookup regeneration (windows of earlier sequences verified in one forward) gives the
+    reference backend's greedy continuations exactly in float64, for every window setting."""
+    from trtllm_autojudge.mining.lookup import LookupRegenerator
+
+    target, _ = tiny_pair(seed=3, dtype=torch.float64)
+    lookup, ref = LookupRegenerator(target, min_window, max_window), SessionRegenerator(target, reuse=False)
+    rounds, results, n = random_rounds(2), None, 0
+    try:
+        while True:
+            reqs = rounds.send(results)
+            results, expected = serve(lookup, reqs), serve(ref, reqs)
+            assert [r.sequence for r in results] == [r.sequence for r in expected]
+            n += len(reqs)
+    except StopIteration:
+        pass
+    assert n > 40
+
+
+def test_lookup_verifies_a_repeated_continuation_in_few_forwards():
+    """A request branching off a sequence the target already continued greedily: the continuation
+    after the branch point is looked up, so it costs a few forwards, not one per token."""
+    from trtllm_autojudge.mining.lookup import LookupRegenerator, realign
+
+    target, _ = tiny_pair(seed=3, dtype=torch.float64)
+    lookup = LookupRegenerator(target, min_window=4, max_window=32)
+    prompt = (5, 9, 11, 4)
+    (first,) = serve(lookup, [RegenerationRequest(prompt, 80, frozenset(), None, "p")])
+    calls = lookup.forward_calls
+    again = RegenerationRequest(tuple(first.sequence[:20]), 80, frozenset(), None, "p")  # same prefix: all looked up
+    (second,) = serve(lookup, [again])
+    assert second.sequence == first.sequence and lookup.forward_calls - calls <= 4  # 4 + 8 + 16 + 32 >= 60 tokens
+    assert realign([1, 2, 3], [7, 1, 2, 3, 8, 1, 2, 3, 9], expected=8) == 8  # the nearest occurrence
+    assert realign([4, 2, 3], [7, 1, 2, 3, 8], expected=0) == 4 and realign([6], [1, 2], 0) is None

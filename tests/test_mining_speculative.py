@@ -179,6 +179,22 @@ def test_fast_miner_equals_plain_on_random_pair_float64(pair64, plain_records, d
     assert sum(r["cost"]["target_forwarded_tokens"] for r in got) < sum(r["cost"]["target_forwarded_tokens"] for r in plain_records)
 
 
+def test_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records):
+    """`mine --regenerator lookup`: make_miner serves it lazily one request at a time; same labels."""
+    from trtllm_autojudge.mining.lookup import LookupRegenerator
+
+    target, draft = pair64
+    lookup = LookupRegenerator(target, min_window=2, max_window=16)
+    miner = make_miner(target, draft, Parity(14), decode, MiningConfig(24, depth=8), 1, lookup)
+    assert isinstance(miner, LabelMiner)
+    got = mine_all(miner, tiny_prompts(8, seed=5))
+    for a, b in zip(got, plain_records):
+        assert a["labels"] == b["labels"] and a["alt_answers"] == b["alt_answers"]
+    assert lookup.forward_calls < sum(r["cost"]["target_forwarded_tokens"] for r in plain_records)
+    with pytest.raises(ValueError, match="--batch-size 1"):
+        make_miner(target, draft, Parity(14), decode, MiningConfig(24), 2, lookup)
+
+
 def test_skip_unlikely_labels_low_probability_tokens_important(pair64):
     target, draft = pair64
     prompts = tiny_prompts(6, seed=5)

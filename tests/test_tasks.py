@@ -184,6 +184,27 @@ def test_load_task_by_name_and_path():
         load_task("toy_task:ToyTokenizer")
 
 
+def test_training_split_questions_are_held_out_by_text():
+    """``--split train`` drops every question the shipped adapter or draft was trained on (by text),
+    and only those; the cot adapter was trained on 20 variants per template with seed 0."""
+    import argparse
+
+    from trtllm_autojudge.data.sources import load_problems
+
+    task = Gsm8kCotTask()
+    seen = task.trained_questions()
+    assert {p.question for p in task.problems("train", False, 20, 0)} <= seen
+    for seed in (0, 1000):
+        args = argparse.Namespace(questions=None, split="train", originals=False, variants_per_template=2, seed=seed, limit=None)
+        everything = task.problems("train", False, 2, seed)
+        try:
+            kept = load_problems(args, task)
+        except SystemExit:
+            kept = []
+        assert [p for p in everything if p.question not in seen] == kept
+    assert not any(p.question in seen for p in kept) and len(kept) > 100  # seed 1000: fresh variants stay
+
+
 def test_removed_checker_flag_says_what_to_use(capsys):
     with pytest.raises(SystemExit) as exc:
         cli(["mine", "--out", "x.jsonl", "--checker", "gsm8k"])

@@ -26,8 +26,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                    help="embedded target 'tuned' (GSM8K adapter, default) or 'raw', or a local HF checkpoint folder")
     g.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a local HF checkpoint folder")
     g.add_argument("--draft-vocab", default="none",
-                   help="draft LM head over a vocabulary subset: 'none' (full head, default), 'embedded' (the shipped "
-                        "GSM8K subset, for the embedded draft) or a subset file (build_scripts/make_draft_vocab.py)")
+                   help="draft LM head over a vocabulary subset: 'none' (full head, default), 'embedded' (the task's "
+                        "shipped subset, for the embedded draft) or a subset file (build_scripts/make_draft_vocab.py)")
     g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     g.add_argument("--dtype", default="auto", choices=CHOICES,
                    help="compute dtype (default auto: bfloat16 where the CPU/GPU computes it natively, else float32)")
@@ -85,21 +85,22 @@ def load_pair(args: argparse.Namespace, task=None):
             check_artifact_dtype(what, made_in, dtype_name(dtype))
     if draft.vocab_size != target.vocab_size:
         raise SystemExit(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: the pair must share a tokenizer")
-    _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer)
+    _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer, task)
     pack_linears(target.model, draft.model, draft.head)  # bf16 on CPU: weights laid out once (same outputs)
     return target, draft, tokenizer
 
 
-def _use_draft_vocab(draft: TransformersLM, choice: str, draft_name: str, tokenizer) -> None:
+def _use_draft_vocab(draft: TransformersLM, choice: str, draft_name: str, tokenizer, task) -> None:
     """Give the draft a vocabulary-subset head (after the cast: the head copies rows in the draft's dtype)."""
-    from .vocab_subset import EMBEDDED_SUBSET, SubsetHead, load_subset
+    from ..tasks import load_task
+    from .vocab_subset import SubsetHead, load_subset
 
     if choice == "none":
         return
     if choice == "embedded":
         if draft_name != "embedded":
             raise SystemExit("--draft-vocab embedded is made for the embedded draft: give --draft-vocab FILE for yours")
-        choice = EMBEDDED_SUBSET
+        choice = (task or load_task("gsm8k-cot")).shipped_model_path("draft_vocab")
     try:
         draft.use_head(SubsetHead(draft.model.lm_head, load_subset(choice, tokenizer, draft.vocab_size)))
     except (OSError, ValueError) as e:

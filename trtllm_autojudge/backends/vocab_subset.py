@@ -26,7 +26,6 @@ from torch import nn
 
 from ..judge.tagged_file import load_tagged, save_tagged
 
-EMBEDDED_SUBSET = Path(__file__).resolve().parent.parent / "assets" / "draft_vocab_gsm8k.safetensors"
 META_KEY = "autojudge_vocab_subset"
 FORMAT_VERSION = 1
 MIN_SIZE = 16  # at least the widest draft-tree level, so top-k never reaches outside the subset

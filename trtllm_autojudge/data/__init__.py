@@ -4,7 +4,7 @@ from .answers import canonical_number, final_answer, flexible_answer, is_correct
 from .gsm8k import original_problems, variant_problems
 from .jsonl import load_jsonl, write_jsonl
 from .problem import Problem
-from .programs import BROKEN_PROGRAM_TEMPLATES, PROGRAM_SYSTEM_PROMPT, program_problems, program_training_ids
+from .programs import BROKEN_PROGRAM_TEMPLATES, PROGRAM_SYSTEM_PROMPT, program_problems
 from .prompt import SYSTEM_PROMPT, prompt_ids, prompt_text, response_text, training_ids
 from .split import EVAL_TEMPLATES, TRAIN_TEMPLATES, split_templates
 from .templates import BROKEN_TEMPLATES, load_templates
@@ -12,6 +12,6 @@ from .templates import BROKEN_TEMPLATES, load_templates
 __all__ = [
     "BROKEN_PROGRAM_TEMPLATES", "BROKEN_TEMPLATES", "EVAL_TEMPLATES", "PROGRAM_SYSTEM_PROMPT", "Problem", "SYSTEM_PROMPT", "TRAIN_TEMPLATES", "canonical_number",
     "final_answer", "flexible_answer", "is_correct", "load_jsonl", "load_templates", "normalize_answer",
-    "original_problems", "program_problems", "program_training_ids", "prompt_ids", "prompt_text", "response_text", "same_answer", "split_templates",
+    "original_problems", "program_problems", "prompt_ids", "prompt_text", "response_text", "same_answer", "split_templates",
     "strict_answer", "training_ids", "variant_problems", "write_jsonl",
 ]

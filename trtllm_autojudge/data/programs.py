@@ -40,7 +40,6 @@ from typing import Any
 from .answers import canonical_number
 from .gsm8k import variant_instances
 from .problem import Problem
-from .prompt import chat_training_ids
 from .templates import BROKEN_TEMPLATES, EXPR_RE, SLOT_RE, Instance, Template, display, load_replacements, load_templates
 
 # Templates with variants whose programs cannot be generated, with the reason (none: tests/test_programs.py
@@ -260,8 +259,3 @@ def program_problems(split: str, per_template: int, seed: int = 0) -> list[Probl
     for instance in variant_instances(split, per_template, seed, skip=BROKEN_PROGRAM_TEMPLATES):
         problems.append(replace(instance.problem, answer=program_for(instance)))
     return problems
-
-
-def program_training_ids(tokenizer, problem: Problem) -> tuple[list[int], int]:
-    """Prompt (program instruction) + the problem's program + end-of-turn as token ids, and the prompt's length."""
-    return chat_training_ids(tokenizer, problem.question, problem.answer, PROGRAM_SYSTEM_PROMPT)

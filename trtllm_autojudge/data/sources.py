@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from .problem import Problem
+
+log = logging.getLogger(__name__)
 
 
 def add_problem_args(parser: argparse.ArgumentParser, split: str, variants: int) -> None:
@@ -27,6 +30,13 @@ def load_problems(args: argparse.Namespace, task) -> list[Problem]:
             raise SystemExit(str(e)) from None
     else:
         problems = task.problems(args.split, args.originals, args.variants_per_template, args.seed)
+        if args.split == "train":  # held out = never trained on, checked by question text
+            seen = task.trained_questions()
+            kept = [p for p in problems if p.question not in seen]
+            if len(kept) < len(problems):
+                log.info("dropped %d of %d training-template questions that the shipped adapter or draft of "
+                         "%s was trained on (held-out instances only)", len(problems) - len(kept), len(problems), task.name)
+            problems = kept
     if args.limit is not None:
         problems = problems[: args.limit]
     if not problems:

@@ -13,6 +13,7 @@ from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..mining.miner import MiningConfig
+from ..mining.lookup import LookupRegenerator
 from ..mining.run import make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
@@ -67,6 +68,8 @@ def main_eval(argv: list[str]) -> int:
     p.add_argument("--mine-oracle", action="store_true", help="mine the oracle labels now (into OUT_DIR/oracle_labels.jsonl)")
     p.add_argument("--mine-batch-size", type=int, default=1,
                    help="prompts mined together for --mine-oracle (faster; labels keyed by prefix, so the same oracle)")
+    p.add_argument("--mine-regenerator", choices=("transformers", "lookup"), default="transformers",
+                   help="regeneration backend of --mine-oracle (see `mine --regenerator`; lookup needs --mine-batch-size 1)")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
@@ -86,7 +89,11 @@ def main_eval(argv: list[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.mine_oracle:
         args.oracle_labels = str(out_dir / "oracle_labels.jsonl")
-        miner = make_miner(target, draft, checker, decode, MiningConfig(args.max_new_tokens), args.mine_batch_size)
+        regenerator = LookupRegenerator(target) if args.mine_regenerator == "lookup" else None
+        try:
+            miner = make_miner(target, draft, checker, decode, MiningConfig(args.max_new_tokens), args.mine_batch_size, regenerator)
+        except ValueError as e:
+            raise SystemExit(f"eval: {e}") from None
         mine_prompts(miner, [(q.qid, q.prompt_ids, q.example) for q in questions], args.oracle_labels)
     oracle_records = []
     if args.oracle_labels:

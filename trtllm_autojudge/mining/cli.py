@@ -9,6 +9,7 @@ import sys
 from ..backends.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..tasks import add_task_args, task_from_args
+from .lookup import LookupRegenerator
 from .miner import MiningConfig
 from .mpi import world
 from .run import make_miner, mine_prompts
@@ -35,8 +36,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
                    help="research-code shortcut, CHANGES LABELS: a draft token with target probability < P is "
                         "labelled important without regeneration (the research code uses 0.01; default off)")
-    p.add_argument("--regenerator", choices=("transformers", "trtllm"), default="transformers",
-                   help="backend serving the target's regenerations: transformers (batched, prefix KV reuse) "
+    p.add_argument("--regenerator", choices=("transformers", "lookup", "trtllm"), default="transformers",
+                   help="backend serving the target's regenerations: transformers (batched, prefix KV reuse), "
+                        "lookup (one at a time, each verifying windows of the sequence it branched from: "
+                        "fastest where a swap leaves the rest of the text alike, e.g. programs; --batch-size 1) "
                         "or the TensorRT-LLM LLM API (GPU hosts; needs --target PATH)")
     p.add_argument("--trtllm-max-seq-len", type=int, default=4096, help="max_seq_len of the TensorRT-LLM target")
     add_model_args(p)
@@ -55,7 +58,12 @@ def main(argv: list[str]) -> int:
         from ..backends.regen_trtllm import TrtllmRegenerator
 
         regenerator = TrtllmRegenerator.from_checkpoint(args.target, args.trtllm_max_seq_len)
-    miner = make_miner(target, draft, task.checker, decode, config, args.batch_size, regenerator)
+    elif args.regenerator == "lookup":
+        regenerator = LookupRegenerator(target)
+    try:
+        miner = make_miner(target, draft, task.checker, decode, config, args.batch_size, regenerator)
+    except ValueError as e:
+        raise SystemExit(f"mine: {e}") from None
     prompts = [(problem_id(pr.question), task.prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
     stats = mine_prompts(miner, prompts, args.out, max_minutes=args.max_minutes)
     if world()[0] == 0:

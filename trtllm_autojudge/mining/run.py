@@ -11,6 +11,7 @@ from typing import Sequence
 from tqdm import tqdm
 
 from .fast import FastLabelMiner
+from .lookup import LookupRegenerator
 from .miner import LabelMiner, MiningConfig
 from .mpi import shard_path, world
 from .store import append_record, read_records, repair_tail
@@ -21,7 +22,14 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
 
 
 def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1, regenerator=None):
-    """Today's sequential miner for batch 1, depth 1 and no backend given; else the fast one (same labels)."""
+    """Today's sequential miner for batch 1, depth 1 and no backend given, or for the one-request-at-a-time
+    :class:`.lookup.LookupRegenerator` (served lazily: nothing speculative is computed and dropped);
+    else the fast one (same labels)."""
+    if isinstance(regenerator, LookupRegenerator):
+        if batch_size != 1:
+            raise ValueError("the lookup regenerator serves one prompt at a time: use --batch-size 1 "
+                             "(or --regenerator transformers to batch prompts)")
+        return LabelMiner(target, draft, checker, decode, config, regenerator=regenerator)
     if batch_size == 1 and config.depth == 1 and regenerator is None:
         return LabelMiner(target, draft, checker, decode, config)
     if regenerator is None:

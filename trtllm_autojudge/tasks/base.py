@@ -6,6 +6,7 @@ A task of your own subclasses :class:`Task` and is loaded as ``--task package.mo
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..data.jsonl import load_jsonl
@@ -28,10 +29,11 @@ class Task:
     checker : TaskChecker
         Reads and compares answers; its ``is_final`` is the task's early-stop rule (always False
         when the answer is only known at the end of a response).
-    shipped_judge, shipped_adapter, shipped_draft : str | None
+    shipped_judge, shipped_adapter, shipped_draft, shipped_draft_vocab : str | None
         File names under ``trtllm_autojudge/assets`` of what is shipped for the embedded pair on
-        this task: the judge, the tuned target's LoRA adapter (``--target tuned``) and the draft
-        (``--draft embedded``). None: none is shipped.
+        this task: the judge, the tuned target's LoRA adapter (``--target tuned``), the draft
+        (``--draft embedded``) and its vocabulary subset (``--draft-vocab embedded``). None: none
+        is shipped.
     """
 
     name: str = ""
@@ -39,6 +41,7 @@ class Task:
     shipped_judge: str | None = None
     shipped_adapter: str | None = None
     shipped_draft: str | None = None
+    shipped_draft_vocab: str | None = None
 
     def __init__(self) -> None:
         self.checker: TaskChecker = self.make_checker()
@@ -71,13 +74,37 @@ class Task:
         return ASSETS / self.shipped_judge if self.shipped_judge else None
 
     def shipped_model_path(self, role: str) -> Path:
-        """The shipped file of the embedded ``role`` ("adapter" or "draft"); SystemExit saying how
-        to make it, or what to pass instead, when this task ships none or it is missing."""
-        name = {"adapter": self.shipped_adapter, "draft": self.shipped_draft}[role]
-        flag, script = {"adapter": ("--target", "train_target_adapter.py"), "draft": ("--draft", "train_draft.py")}[role]
+        """The shipped file of the embedded ``role`` ("adapter", "draft" or "draft_vocab"); SystemExit
+        saying how to make it, or what to pass instead, when this task ships none or it is missing."""
+        name = {"adapter": self.shipped_adapter, "draft": self.shipped_draft, "draft_vocab": self.shipped_draft_vocab}[role]
+        flag, script = {"adapter": ("--target", "train_target_adapter.py"), "draft": ("--draft", "train_draft.py"),
+                        "draft_vocab": ("--draft-vocab", "make_draft_vocab.py")}[role]
         path = ASSETS / name if name else None
         if path is None or not path.is_file():
             missing = f"{name} is not shipped" if name else "no embedded model is made for it"
             raise SystemExit(f"task {self.name}: the embedded {role} ({missing}): make it with "
                              f"`python build_scripts/{script} --task {self.name}`, or pass {flag} PATH")
         return path
+
+    def trained_questions(self) -> set[str]:
+        """Questions of the ``train`` split that the shipped adapter and draft were trained on,
+        read from the settings (``per_template``, ``seed``) in their metadata; held-out sets drop
+        them by question text (:func:`~trtllm_autojudge.data.sources.load_problems`)."""
+        seen: set[str] = set()
+        for name in (self.shipped_adapter, self.shipped_draft):
+            settings = _training_settings(ASSETS / name) if name else None
+            if settings is not None:
+                seen |= {p.question for p in self.problems("train", False, settings["per_template"], settings["seed"])}
+        return seen
+
+
+def _training_settings(path: Path) -> dict | None:
+    """``per_template`` and ``seed`` of the training data recorded in a shipped model file; None
+    when the file is missing or records none."""
+    if not path.is_file():
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="np") as f:
+        settings = json.loads((f.metadata() or {}).get("settings", "{}"))
+    return settings if {"per_template", "seed"} <= settings.keys() else None

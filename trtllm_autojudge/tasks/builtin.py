@@ -20,6 +20,7 @@ class Gsm8kCotTask(Task):
     shipped_judge = "judge_gsm8k.safetensors"
     shipped_adapter = "target_lora.safetensors"
     shipped_draft = "draft.safetensors"
+    shipped_draft_vocab = "draft_vocab_gsm8k.safetensors"
 
     def make_checker(self) -> GSM8KChecker:
         return GSM8KChecker()
@@ -45,6 +46,7 @@ class Gsm8kProgramTask(Task):
     shipped_judge = "judge_gsm8k_program.safetensors"
     shipped_adapter = "target_lora_program.safetensors"
     shipped_draft = "draft_program.safetensors"
+    shipped_draft_vocab = "draft_vocab_gsm8k_program.safetensors"
 
     def make_checker(self) -> ProgramChecker:
         return ProgramChecker()

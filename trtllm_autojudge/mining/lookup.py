@@ -1,0 +1,118 @@
+"""Regeneration by lookup: greedy continuations verified against the sequences already computed.
+
+A regeneration in label mining is the target's greedy continuation after ONE swapped token, and it
+mostly repeats the sequence it branched from: a renamed variable or a reworded comment changes a
+few tokens, and the rest of a program is the same text. :class:`LookupRegenerator` serves requests
+one at a time on a :class:`~.cached_lm.CachedLM` of the target, as
+:class:`~.cached_lm.SessionRegenerator` does, but proposes the next tokens from the owner's earlier
+sequences (the reference) and verifies a window of them in one forward: speculative decoding with
+a text lookup as the draft, as in prompt-lookup decoding.
+
+- The reference is the owner's sequence sharing the longest prefix with the request (the request
+  itself when there is none, so a first response copies from its prompt).
+- The window continues the reference at ``len(seq) + offset``. The offset starts at 0 (the swapped
+  token replaced one token) and stays after a mismatch (the target's token replaced the
+  reference's), so a renamed variable costs one verify per occurrence.
+- When a window is rejected at its first token, the offset is found again: the last 3 (else 2)
+  tokens of the sequence, at their occurrence in the reference nearest to the old alignment.
+- The window doubles after a fully accepted one (up to ``max_window``) and drops to
+  ``min_window`` after a rejection.
+
+Every emitted token is the target's argmax after the tokens before it (the verify pass computes
+it), so the continuation is the greedy one. Verifying K tokens in one forward rounds differently
+from K one-token steps, so in float32 / bfloat16 a near-tie can break the other way, as in
+lossless speculative decoding (float64: equal, tests/test_mining_regeneration.py).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..backends.protocol import LanguageModel
+from ..backends.regen_transformers import common_prefix_len
+from ..backends.regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
+from .cached_lm import CachedLM
+
+NGRAMS = (3, 2)  # lengths of the tail searched in the reference to re-align, longest first
+
+
+def realign(seq: Sequence[int], ref: Sequence[int], expected: int) -> int | None:
+    """Index in ``ref`` right after an occurrence of the last n tokens of ``seq`` (n in :data:`NGRAMS`),
+    the occurrence nearest to ``expected``; None when no tail occurs."""
+    for n in NGRAMS:
+        if len(seq) < n:
+            continue
+        tail = list(seq[-n:])
+        hits = [j for j in range(n, len(ref) + 1) if ref[j - 1] == tail[-1] and list(ref[j - n:j]) == tail]
+        if hits:
+            return min(hits, key=lambda j: abs(j - expected))
+    return None
+
+
+class LookupRegenerator(RequestQueue):
+    """A :class:`..backends.regeneration.RegenerationBackend`: the reference backend's greedy
+    continuations, a window of looked-up tokens verified per target forward.
+
+    ``forward_calls`` counts the target forwards (verify passes and prefills); ``references`` caps
+    the sequences kept per owner.
+    """
+
+    def __init__(self, lm: LanguageModel, min_window: int = 8, max_window: int = 64, references: int = 8):
+        if not 1 <= min_window <= max_window:
+            raise ValueError(f"need 1 <= min_window <= max_window, got {min_window} and {max_window}")
+        super().__init__()
+        self.cached = CachedLM(lm, reuse=True)
+        self.max_context = model_context(lm)
+        self.min_window, self.max_window, self.references = min_window, max_window, references
+        self.refs: dict[str, list[list[int]]] = {}  # owner -> recent complete sequences, newest last
+        self.forward_calls = 0
+
+    def collect(self) -> dict[int, Continuation]:
+        if not self.queue:
+            return {}
+        ticket = next(iter(self.queue))
+        request = self.queue.pop(ticket)
+        before = self.cached.forwarded
+        seq = self._continue(request)
+        kept = self.refs.setdefault(request.owner, [])
+        kept.append(seq)
+        del kept[:-self.references]
+        return {ticket: Continuation(seq[len(request.prefix):], self.cached.forwarded - before)}
+
+    def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
+        return {t: 0 for t in tickets if self.queue.pop(t, None) is not None}
+
+    def _reference(self, request: RegenerationRequest) -> list[int]:
+        best, best_len = list(request.prefix), -1
+        for ref in self.refs.get(request.owner, ()):
+            n = common_prefix_len(ref, request.prefix)
+            if n > best_len:
+                best, best_len = ref, n
+        return best
+
+    def _continue(self, r: RegenerationRequest) -> list[int]:
+        seq = [int(t) for t in r.prefix]
+        if r.finished:
+            return seq
+        ref, offset, window = self._reference(r), 0, self.min_window
+        while True:
+            start = len(seq) + offset
+            guess = ref[start:start + min(window, r.max_len - len(seq) - 1)]  # [W] the last new token is the target's
+            before = self.cached.forwarded
+            self.cached.extend_to(seq + guess)
+            self.forward_calls += self.cached.forwarded > before
+            argmax = self.cached.argmax[len(seq) - 1:]  # [W + 1] the target's token after seq + guess[:k]
+            k = 0
+            while k < len(guess) and argmax[k] == guess[k]:
+                k += 1
+            for t in guess[:k] + [argmax[k]]:
+                seq.append(t)
+                if t in r.stop_ids or len(seq) >= r.max_len or (r.is_final is not None and r.is_final(seq)):
+                    return seq
+            if guess and k == len(guess):
+                window = min(2 * window, self.max_window)
+                continue
+            window = self.min_window
+            if k == 0:
+                j = realign(seq, ref, len(seq) + offset)
+                if j is not None:
+                    offset = j - len(seq)
