@@ -56,9 +56,9 @@ def test_lora_merge_equals_the_wrapped_model(tmp_path):
     ids = torch.randint(0, model.config.vocab_size, (1, 12))  # [1, 12]
     with torch.no_grad():
         expected = model(ids).logits
-    save_adapter(tmp_path / "a.safetensors", wrapped, 4, 8.0, base="tiny", dtype=torch.float32,
-                 full={"model.norm.weight": model.model.norm.weight})
-    merge_adapter(reference, tmp_path / "a.safetensors")
+    save_adapter(tmp_path / "a.safetensors", wrapped, 4, 8.0, base="tiny", factor_dtype=torch.float32,
+                 full={"model.norm.weight": model.model.norm.weight}, dtype="bfloat16")  # the training scripts' note
+    assert merge_adapter(reference, tmp_path / "a.safetensors")["dtype"] == "bfloat16"
     with torch.no_grad():
         torch.testing.assert_close(reference(ids).logits, expected, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="matches no parameter"):

@@ -1,9 +1,9 @@
 """`trtllm-autojudge demo`: lossless vs AutoJudge vs top-K on the embedded pair.
 
-By default the shipped tuned SmolLM2-135M target, its shipped draft and the task's shipped judge,
-on held-out (evaluation-template) GSM8K questions only. Prints a short table and writes the
-frontier plot. ``--task gsm8k-program`` with ``--target``/``--draft``/``--judge`` runs the
-program task on the models you give.
+By default the program task (``gsm8k-program``: GSM8K answered by a commented Python program that
+is executed) with its shipped tuned SmolLM2-135M target, draft and judge, on held-out instances
+only (the task's :meth:`~trtllm_autojudge.tasks.Task.demo_problems`). Prints a short table, what
+the numbers mean, and writes the frontier plot. ``--task gsm8k-cot`` runs the worded task.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--out-dir", default="out/demo")
     p.add_argument("--resume", action="store_true", help="keep earlier runs in OUT_DIR instead of starting fresh")
-    add_task_args(p)
+    add_task_args(p, default="gsm8k-program")
     add_model_args(p)
     args = p.parse_args(argv)
     if args.questions < 1:
@@ -51,20 +51,20 @@ def main(argv: list[str]) -> int:
     if judge is None:
         print(f"no judge for task {task.name} (none shipped, no --judge): showing lossless and top-K only; "
               f"make one with `python build_scripts/make_judge.py --task {task.name}`", flush=True)
-    problems = task.problems("eval", originals=True, variants_per_template=0, seed=0)[: args.questions]
+    problems, which = task.demo_problems(args.questions)
     questions = questions_from(problems, tokenizer, task)
     thresholds = judge_thresholds(args.thresholds or "auto", judge, harm_caps=(DEFAULT_MAX_IMPORTANT_ACCEPT, 0.05))
     points = [OperatingPoint("judge", (t,)) for t in thresholds] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")
     print(f"{target.name} <- {draft.name} ({dtype_name(target.dtype)}); task {task.name}; judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
-          f"{len(questions)} held-out GSM8K questions", flush=True)
+          f"{len(questions)} {which}", flush=True)
     runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), task.checker, out_dir, judge,
                       max_new_tokens=args.max_new_tokens)
     rows = summarize(runs, points, task.checker, [q.qid for q in questions])
     write_summary(rows, out_dir, {"task": task.name, "target": target.name, "draft": draft.name, "k": args.k,
                                   "questions": len(questions), "dtype": dtype_name(target.dtype)})
-    png = plot_frontier(rows, out_dir / "frontier.png", f"demo ({task.name}): {len(questions)} held-out GSM8K questions, K = {args.k}")
+    png = plot_frontier(rows, out_dir / "frontier.png", f"demo ({task.name}): {len(questions)} held-out questions, K = {args.k}")
     print()
     print(format_table(rows))
     lossless = rows[0]

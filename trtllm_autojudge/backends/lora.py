@@ -65,9 +65,10 @@ def adapter_tensors(wrapped: dict[str, LoRALinear]) -> dict[str, torch.Tensor]:
 
 
 def save_adapter(path: str | Path, wrapped: dict[str, LoRALinear], rank: int, alpha: float, base: str,
-                 dtype: torch.dtype = torch.float16, full: dict[str, torch.Tensor] | None = None, **notes: str) -> None:
-    """Write the LoRA factors (in ``dtype``) and the ``full`` replacement tensors (float32)."""
-    tensors = {k: v.to(dtype) for k, v in adapter_tensors(wrapped).items()}
+                 factor_dtype: torch.dtype = torch.float16, full: dict[str, torch.Tensor] | None = None, **notes: str) -> None:
+    """Write the LoRA factors (in ``factor_dtype``) and the ``full`` replacement tensors (float32);
+    ``notes`` go into the metadata as text (e.g. ``dtype``: the compute dtype it was trained in)."""
+    tensors = {k: v.to(factor_dtype) for k, v in adapter_tensors(wrapped).items()}
     tensors.update({k: v.detach().float().contiguous() for k, v in (full or {}).items()})
     metadata = {"rank": str(rank), "alpha": str(alpha), "base": base, **{k: str(v) for k, v in notes.items()}}
     save_file(tensors, str(path), metadata=metadata)

@@ -54,6 +54,11 @@ class Task:
         """The task's own problems of a template split (``--split``); tasks without any refuse."""
         raise SystemExit(f"task {self.name!r} has no embedded problems: give --questions FILE.jsonl")
 
+    def demo_problems(self, n: int) -> tuple[list[Problem], str]:
+        """The ``n`` held-out problems the demo runs, and how to name them: by default the
+        evaluation templates' original GSM8K questions."""
+        return self.problems("eval", True, 0, 0)[:n], "held-out GSM8K questions (evaluation templates)"
+
     def load_jsonl(self, path: str | Path) -> list[Problem]:
         """Problems from a user's JSONL file (``--questions``)."""
         return load_jsonl(path)

@@ -33,6 +33,9 @@ class Gsm8kCotTask(Task):
         return response_text(problem.answer)  # without the <<...>> calculator annotations
 
 
+DEMO_SEED = 1000  # the seed of the held-out instances the program demo runs
+
+
 class Gsm8kProgramTask(Task):
     """GSM8K answered by a commented Python program (:mod:`trtllm_autojudge.data.programs`); the
     answer is the value of ``answer`` executed in the sandbox.
@@ -54,6 +57,13 @@ class Gsm8kProgramTask(Task):
     def problems(self, split: str, originals: bool, variants_per_template: int, seed: int) -> list[Problem]:
         problems = original_problems(split) if originals else []
         return problems + (program_problems(split, variants_per_template, seed=seed) if variants_per_template else [])
+
+    def demo_problems(self, n: int) -> tuple[list[Problem], str]:
+        """Fresh instances of the TRAINING templates (seed 1000, one per template, none trained on):
+        the programs the tuned target was specialised for, on numbers and names it never saw."""
+        seen = self.trained_questions()
+        fresh = [p for p in self.problems("train", False, 1, DEMO_SEED) if p.question not in seen]
+        return fresh[:n], "held-out instances of the training templates (fresh numbers and names)"
 
     def response_text(self, problem: Problem) -> str:
         if problem.source == "original":
