@@ -249,7 +249,7 @@ def test_draft_vocab_option_refuses_a_file_of_another_tokenizer(cache, monkeypat
     from collections import Counter
 
     from trtllm_autojudge.backends.loading import load_pair
-    from trtllm_autojudge.backends.vocab_subset import most_frequent
+    from trtllm_autojudge.backends.vocab_subset import load_subset, most_frequent
 
     monkeypatch.setenv(embedded.CACHE_ENV, cache)
     tokenizer = load_tokenizer(cache)
@@ -262,3 +262,10 @@ def test_draft_vocab_option_refuses_a_file_of_another_tokenizer(cache, monkeypat
     args.draft_vocab = "embedded"
     target, draft, _ = load_pair(args)
     assert draft.head.subset.size < draft.vocab_size and target.head is target.model.lm_head
+    args.draft_vocab = "auto"  # the default: the task's shipped subset for the embedded draft
+    from trtllm_autojudge.tasks import load_task
+
+    task = load_task("gsm8k-cot")
+    _, draft, _ = load_pair(args, task)
+    shipped = load_subset(task.shipped_model_path("draft_vocab"), tokenizer, draft.vocab_size)
+    assert draft.head.subset.token_ids.tolist() == shipped.token_ids.tolist()

@@ -1,7 +1,7 @@
 """Load a draft/target pair from command-line names: the embedded default or any HF folder.
 
-``--target tuned|raw|PATH``, ``--draft embedded|PATH`` and ``--draft-vocab none|embedded|FILE`` (a
-draft LM head over a vocabulary subset, see :mod:`.vocab_subset`). A PATH is a local transformers
+``--target tuned|raw|PATH``, ``--draft embedded|PATH`` and ``--draft-vocab auto|embedded|none|FILE`` (a
+draft LM head over a vocabulary subset, see :mod:`.vocab_subset`; auto: the task's shipped subset for the embedded draft). A PATH is a local transformers
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
 ``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
@@ -25,9 +25,10 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--target", default="tuned",
                    help="embedded target 'tuned' (GSM8K adapter, default) or 'raw', or a local HF checkpoint folder")
     g.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a local HF checkpoint folder")
-    g.add_argument("--draft-vocab", default="none",
-                   help="draft LM head over a vocabulary subset: 'none' (full head, default), 'embedded' (the task's "
-                        "shipped subset, for the embedded draft) or a subset file (build_scripts/make_draft_vocab.py)")
+    g.add_argument("--draft-vocab", default="auto",
+                   help="draft LM head over a vocabulary subset: 'embedded' (the task's shipped subset, for the embedded "
+                        "draft), a subset file (build_scripts/make_draft_vocab.py), 'none' (the full head) or 'auto' "
+                        "(default: embedded for the embedded draft, else none)")
     g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     g.add_argument("--dtype", default="auto", choices=CHOICES,
                    help="compute dtype (default auto: bfloat16 where the CPU/GPU computes it natively, else float32)")
@@ -95,6 +96,8 @@ def _use_draft_vocab(draft: TransformersLM, choice: str, draft_name: str, tokeni
     from ..tasks import load_task
     from .vocab_subset import SubsetHead, load_subset
 
+    if choice == "auto":
+        choice = "embedded" if draft_name == "embedded" else "none"
     if choice == "none":
         return
     if choice == "embedded":
