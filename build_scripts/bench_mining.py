@@ -8,6 +8,8 @@ labels were mined) with
   prefix reuse, early stop);
 - fast: speculative regeneration (depth --depth) over --batch-size prompts at once on the batched
   transformers backend;
+- lookup: one prompt at a time on the lookup regenerator (windows of the sequence each
+  regeneration branched from, verified per target forward; :mod:`trtllm_autojudge.mining.lookup`);
 - fast with --skip-unlikely P (the research-code shortcut: changes labels);
 - fast in bfloat16 (how often the dtype changes labels);
 - fast under mpirun -n --ranks (scaling);
@@ -32,6 +34,7 @@ import torch  # noqa: E402
 from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
+from trtllm_autojudge.mining.lookup import LookupRegenerator  # noqa: E402
 from trtllm_autojudge.mining.miner import MiningConfig  # noqa: E402
 from trtllm_autojudge.mining.run import make_miner, mine_prompts  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
@@ -102,6 +105,9 @@ def main(argv=None) -> int:
     fast, fast_recs = run("fast", make_miner(target, draft, checker, decode, exact, args.batch_size), prompts, args.work)
     results["plain"], results["fast"] = rate(plain), rate(fast)
     results["fast_vs_plain"] = compare(fast_recs, plain_recs)
+    lookup, lookup_recs = run("lookup", make_miner(target, draft, checker, decode, exact, 1, LookupRegenerator(target)),
+                              prompts, args.work)
+    results["lookup"] = rate(lookup) | {"vs_plain": compare(lookup_recs, plain_recs)}
     skip_cfg = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely)
     skip, skip_recs = run("fast+skip", make_miner(target, draft, checker, decode, skip_cfg, args.batch_size), prompts, args.work)
     results["fast_skip_unlikely"] = rate(skip) | {"p": args.skip_unlikely, "vs_exact": compare(skip_recs, fast_recs),
@@ -141,9 +147,13 @@ def main(argv=None) -> int:
         "labels_per_cpu_min_plain": round(plain["labels_per_cpu_minute"], 2),
         "labels_per_cpu_min_fast": round(fast["labels_per_cpu_minute"], 2),
         "speedup_cpu_time": round(fast["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
+        "labels_per_cpu_min_lookup": round(lookup["labels_per_cpu_minute"], 2),
+        "speedup_lookup_cpu_time": round(lookup["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
         "labels_identical": results["fast_vs_plain"]["prompts_identical"] == len(prompts),
+        "labels_identical_lookup": results["lookup"]["vs_plain"]["prompts_identical"] == len(prompts),
         "target_tokens_per_label_plain": round(plain["target_tokens_per_label"], 1),
         "target_tokens_per_label_fast": round(fast["target_tokens_per_label"], 1),
+        "target_tokens_per_label_lookup": round(lookup["target_tokens_per_label"], 1),
         "wasted_share_fast": round(fast["wasted_share"], 4),
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),

@@ -6,7 +6,7 @@
 Every stage resumes: mining appends to WORK/labels.jsonl (rerun to continue), features and
 training are recomputed from it. Mining uses the TRAINING templates only. The judge is trained for
 each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
-first one is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
+one with the best validation ROC-AUC is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
 gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install. --target/--draft/--dtype
 pass to `mine` and `features` (default: the task's embedded pair, in bf16 where the CPU has it).
 """
@@ -34,7 +34,8 @@ def mine(args) -> None:
             "--no-originals",
             "--variants-per-template", str(args.variants_per_template), "--max-new-tokens", str(args.max_new_tokens),
             "--seed", str(args.seed), "--batch-size", str(args.batch_size),
-            "--speculation-depth", str(args.speculation_depth), "--skip-unlikely", str(args.skip_unlikely)]
+            "--speculation-depth", str(args.speculation_depth), "--skip-unlikely", str(args.skip_unlikely),
+            "--regenerator", args.regenerator]
     if args.max_minutes is not None:
         verb += ["--max-minutes", str(args.max_minutes)]
     if args.ranks > 1:
@@ -62,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=1, help="prompts mined together per rank")
     p.add_argument("--speculation-depth", type=int, default=8,
                    help="regenerations in flight per prompt (1: the plain loop; docs/mining.md)")
+    p.add_argument("--regenerator", choices=("transformers", "lookup"), default="transformers",
+                   help="mining's regeneration backend (lookup: one prompt at a time per rank, --batch-size 1; docs/mining.md)")
     p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
                    help="research-code shortcut that changes labels (default off; docs/mining.md)")
     p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")
-    p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the first is installed")
+    p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the one with the best validation ROC-AUC is installed")
     p.add_argument("--val-fraction", type=float, default=0.2,
                    help="fraction of prompts held out for the C grid and the threshold (default 0.2)")
     p.add_argument("--no-install", action="store_true")
@@ -91,14 +94,16 @@ def main(argv: list[str] | None = None) -> int:
                 "--seed", str(args.seed), "--val-fraction", str(args.val_fraction), "--plot", str(args.work / f"frontier_{setup}.png")]) != 0:
             raise SystemExit(f"training {setup} failed")
         head = JudgeHead.load(out)
+        head.meta["settings"] = {"split": "train", "per_template": args.variants_per_template, "seed": args.seed}
+        head.save(out)  # the mined questions, so that held-out sets leave them out (Task.trained_questions)
         summary[setup] = {"threshold": head.threshold, **head.meta.get("metrics", {})}
     (args.work / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     for setup, m in summary.items():
         print(f"{setup:<8} validation ROC-AUC {m.get('val_roc_auc', float('nan')):.3f}  threshold {m['threshold']:.3g}")
     if not args.no_install:
-        first = args.setups.split(",")[0]
-        shutil.copyfile(args.work / f"judge_{first}.safetensors", installed)
-        print(f"installed {first} judge as {installed.relative_to(REPO)}")
+        best = max(summary, key=lambda setup: summary[setup].get("val_roc_auc", float("-inf")))
+        shutil.copyfile(args.work / f"judge_{best}.safetensors", installed)
+        print(f"installed the {best} judge (best validation ROC-AUC) as {installed.relative_to(REPO)}")
     return 0
 
 

@@ -111,13 +111,15 @@ def draft_logits(draft, batch, pad_id: int) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def heldout_alpha(draft, sets, pad_id: int) -> dict[str, float]:
-    """Teacher-forced agreement of the draft's greedy token with the target's, per held-out set."""
+def heldout_alpha(draft, sets, pad_id: int, dtype: torch.dtype) -> dict[str, float]:
+    """Teacher-forced agreement of the draft's greedy token with the target's, per held-out set
+    (computed as training computes: under autocast to ``dtype``, the LoRA factors being float32)."""
     was_training = draft.training
     draft.eval()
     out = {}
     for name, (batches, labels) in sets.items():
-        hits = sum(int((draft_logits(draft, b, pad_id).argmax(-1) == y).sum()) for b, y in zip(batches, labels))
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            hits = sum(int((draft_logits(draft, b, pad_id).argmax(-1) == y).sum()) for b, y in zip(batches, labels))
         out[name] = round(hits / sum(len(y) for y in labels), 4)
     draft.train(was_training)
     return out
@@ -170,7 +172,7 @@ def train(args) -> None:
         step, history, alphas = state["step"], state["history"], state["alphas"]
         log.info("resuming from %s at step %d", ckpt_path, step)
     else:
-        alphas.append({"step": 0, **heldout_alpha(draft, heldout, pad)})
+        alphas.append({"step": 0, **heldout_alpha(draft, heldout, pad, dtype)})
         log.info("held-out alpha before training: %s", alphas[-1])
 
     draft.train()
@@ -190,7 +192,7 @@ def train(args) -> None:
         bar.set_postfix(loss=f"{sum(history[-10:]) / len(history[-10:]):.3f}")
         bar.update(1)
         if step % args.eval_every == 0 or step == total:
-            alphas.append({"step": step, **heldout_alpha(draft, heldout, pad)})
+            alphas.append({"step": step, **heldout_alpha(draft, heldout, pad, dtype)})
             bar.write(f"step {step}: held-out alpha {alphas[-1]}")
         if step % args.save_every == 0 or step == total:
             save_checkpoint(ckpt_path, {

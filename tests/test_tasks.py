@@ -205,6 +205,18 @@ def test_training_split_questions_are_held_out_by_text():
     assert not any(p.question in seen for p in kept) and len(kept) > 100  # seed 1000: fresh variants stay
 
 
+def test_judge_files_record_their_mined_questions(tmp_path):
+    """make_judge.py writes the mined questions' settings into the judge; held-out sets read them."""
+    from trtllm_autojudge.tasks.base import _training_settings
+
+    head = JudgeHead(np.zeros(2), np.zeros(2), np.ones(2), 0.0, "DT", 2, 2, 0.5, meta={"task": "x"})
+    head.save(tmp_path / "plain.safetensors")
+    assert _training_settings(tmp_path / "plain.safetensors") is None and _training_settings(tmp_path / "absent") is None
+    head.meta["settings"] = {"split": "train", "per_template": 3, "seed": 7}
+    head.save(tmp_path / "mined.safetensors")
+    assert _training_settings(tmp_path / "mined.safetensors")["seed"] == 7
+
+
 def test_removed_checker_flag_says_what_to_use(capsys):
     with pytest.raises(SystemExit) as exc:
         cli(["mine", "--out", "x.jsonl", "--checker", "gsm8k"])

@@ -92,11 +92,12 @@ class Task:
         return path
 
     def trained_questions(self) -> set[str]:
-        """Questions of the ``train`` split that the shipped adapter and draft were trained on,
-        read from the settings (``per_template``, ``seed``) in their metadata; held-out sets drop
-        them by question text (:func:`~trtllm_autojudge.data.sources.load_problems`)."""
+        """Questions of the ``train`` split that the shipped adapter and draft were trained on, or
+        the shipped judge's labels were mined from, read from the settings (``per_template``,
+        ``seed``) in their metadata; held-out sets drop them by question text
+        (:func:`~trtllm_autojudge.data.sources.load_problems`)."""
         seen: set[str] = set()
-        for name in (self.shipped_adapter, self.shipped_draft):
+        for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge):
             settings = _training_settings(ASSETS / name) if name else None
             if settings is not None:
                 seen |= {p.question for p in self.problems("train", False, settings["per_template"], settings["seed"])}
@@ -104,12 +105,14 @@ class Task:
 
 
 def _training_settings(path: Path) -> dict | None:
-    """``per_template`` and ``seed`` of the training data recorded in a shipped model file; None
-    when the file is missing or records none."""
+    """``per_template`` and ``seed`` of the training-split questions recorded in a shipped file (an
+    adapter's or draft's ``settings`` metadata, a judge's ``settings`` entry); None when the file is
+    missing or records none."""
     if not path.is_file():
         return None
     from safetensors import safe_open
 
     with safe_open(str(path), framework="np") as f:
-        settings = json.loads((f.metadata() or {}).get("settings", "{}"))
+        meta = f.metadata() or {}
+    settings = json.loads(meta["settings"]) if "settings" in meta else json.loads(meta.get("autojudge", "{}")).get("settings", {})
     return settings if {"per_template", "seed"} <= settings.keys() else None
