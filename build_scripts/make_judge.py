@@ -50,7 +50,8 @@ def mine(args) -> None:
 
 
 def models(args) -> list[str]:
-    return ["--target", args.target, "--draft", args.draft, "--dtype", args.dtype]
+    return ["--target", args.target, "--draft", args.draft, "--dtype", args.dtype] + (
+        ["--threads", str(args.threads)] if args.threads and args.ranks == 1 else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", default="tuned", help="target for mine/features (default: the embedded tuned target)")
     p.add_argument("--draft", default="embedded", help="draft for mine/features (default: the embedded draft)")
     p.add_argument("--dtype", default="auto", choices=CHOICES, help="compute dtype of mine/features (default auto)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads of mine/features (ranks > 1: 1 each)")
     add_task_args(p)
     args = p.parse_args(argv)
     task = task_from_args(args)

@@ -285,7 +285,9 @@ def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
     common = ["--max-new-tokens", "8", "--k", "2", "--judge", str(judge)]
     assert cli(["eval", *TOY, *common, "--out-dir", str(tmp / "eval"), "--thresholds", "0.5", "--baselines", "topk@2"]) == 0
     assert _used_toy() == {"problems", "prompt_ids", "answer"}
-    assert json.loads((tmp / "eval" / "summary.json").read_text())["meta"]["task"] == "toy"
+    meta = json.loads((tmp / "eval" / "summary.json").read_text())["meta"]
+    assert meta["task"] == "toy" and meta["k"] == 2 and meta["question_set"]["split"] == "eval"
+    assert meta["command"].startswith("trtllm-autojudge eval --task toy_task:ToyTask")
     assert cli(["bench", *TOY, *common, "--repeats", "1", "--out", str(tmp / "bench.json")]) == 0
     assert {"problems", "prompt_ids"} <= _used_toy() and json.loads((tmp / "bench.json").read_text())["task"] == "toy"
     assert cli(["demo", *TOY, "--questions", "2", "--max-new-tokens", "8", "--k", "2", "--judge", str(judge),

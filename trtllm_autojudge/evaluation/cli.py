@@ -12,8 +12,8 @@ import torch
 from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
-from ..mining.miner import MiningConfig
 from ..mining.lookup import LookupRegenerator
+from ..mining.miner import MiningConfig
 from ..mining.run import make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
@@ -108,7 +108,10 @@ def main_eval(argv: list[str]) -> int:
     meta = {"task": task.name, "target": target.name, "draft": draft.name, "tree_parents": list(tree.parents),
             "questions": len(questions),
             "judge": judge.meta.get("metrics", {}).get("val_roc_auc") if judge else None,
-            "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype), **oracle_meta}
+            "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype),
+            "k": args.k if args.tree is None else None, "tree": args.tree,
+            "draft_vocab": None if getattr(draft.head, "subset", None) is None else draft.head.subset.size,
+            "question_set": question_set(args), "command": shlex.join(["trtllm-autojudge", "eval", *argv]), **oracle_meta}
     paths = write_summary(rows, out_dir, meta)
     png = plot_frontier(rows, out_dir / "frontier.png", f"{target.name} <- {draft.name}, {len(questions)} questions")
     print(format_table(rows))
@@ -116,9 +119,17 @@ def main_eval(argv: list[str]) -> int:
     return 0
 
 
-def main_bench(argv: list[str]) -> int:
-    import shlex
+def question_set(args: argparse.Namespace) -> dict:
+    """What :func:`~trtllm_autojudge.data.sources.load_problems` was asked for (recorded with results)."""
+    if args.questions:
+        return {"questions": args.questions, "limit": args.limit}
+    return {"split": args.split, "originals": args.originals, "variants_per_template": args.variants_per_template,
+            "seed": args.seed, "limit": args.limit,
+            "held_out": "training-template questions the shipped models were trained or mined on are dropped"
+            if args.split == "train" else "evaluation templates: never trained on"}
 
+
+def main_bench(argv: list[str]) -> int:
     import torch
 
     p = argparse.ArgumentParser(prog="trtllm-autojudge bench", description=__doc__)
