@@ -370,3 +370,15 @@ def test_mining_killed_during_a_program_check_resumes_exactly(tmp_path):
         time.sleep(0.1)
     assert not _running(worker), f"the sandbox worker {worker} outlived the killed miner"
     task.checker.sandbox.close()
+
+
+def test_heldout_questions_spread_over_templates_and_leave_out_trained(tmp_path):
+    main = runpy.run_path(str(REPO / "build_scripts" / "heldout_questions.py"), run_name="heldout")["main"]
+    out = tmp_path / "q.jsonl"
+    assert main(["--task", "gsm8k-cot", "--per-template", "2", "--seed", "5", "--out", str(out)]) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    seen = Gsm8kCotTask().trained_questions()
+    everything = Gsm8kCotTask().problems("train", False, 2, 5)
+    assert {r["question"] for r in rows} == {p.question for p in everything if p.question not in seen} and len(rows) > 100
+    firsts = [r["template_id"] for r in rows][: len({r["template_id"] for r in rows})]
+    assert len(set(firsts)) == len(firsts)  # every template once before any twice
