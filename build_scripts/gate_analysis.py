@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Why the oracle gains what it gains: replays, draft mismatches and label kinds of mined records.
+
+    python build_scripts/gate_analysis.py --task gsm8k-program --labels out/gate_k8/oracle_labels.jsonl \\
+        --kinds-also out/judge_program/labels.jsonl --out docs/results/gsm8k-program_gate_analysis.json
+
+For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine-oracle``'s):
+- the exact chain replays (:func:`trtllm_autojudge.evaluation.trajectory.record_replays`) of lossless
+  decoding on the target's response and of the oracle on the mined trajectory, for each ``--k``;
+- the draft's teacher-forced mismatches along each trajectory: accepting a harmless mismatch helps
+  only if the continuation it leads to does not bring as many new ones;
+- the labels by where they fall (a comment line, a code line, the start of a line) and whether a
+  number is swapped, with ``--kinds-also`` records added (labels only).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
+from trtllm_autojudge.evaluation.trajectory import record_replays  # noqa: E402
+from trtllm_autojudge.mining.cached_lm import CachedLM  # noqa: E402
+from trtllm_autojudge.mining.store import read_records  # noqa: E402
+from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
+
+
+def label_kind(tokenizer, record: dict, position: int, target_token: int, draft_token: int) -> str:
+    """``comment``/``code``/``line start`` of the line the label falls in, and ``number``/``other``.
+    The mined trajectory agrees with the sequence the label was mined on up to its position."""
+    n = len(record["prompt_ids"])
+    line = tokenizer.decode(record["final_ids"][n:position]).rsplit("\n", 1)[-1]
+    where = "comment" if line.lstrip().startswith("#") else ("code" if line.strip() else "line_start")
+    number = any(tokenizer.decode([t]).strip().isdigit() for t in (target_token, draft_token))
+    return f"{where}_{'number' if number else 'other'}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--labels", type=Path, required=True, help="mined records to replay")
+    p.add_argument("--kinds-also", type=Path, nargs="*", default=[], help="more records, for the label kinds only")
+    p.add_argument("--k", default="8,16", help="chain lengths to replay")
+    p.add_argument("--out", type=Path, default=None)
+    add_task_args(p)
+    add_model_args(p)
+    args = p.parse_args(argv)
+    task = task_from_args(args)
+    _, draft, tokenizer = load_pair(args, task)
+    records = read_records(args.labels)[0]
+    draft_lm = CachedLM(draft)
+    result = {"labels": str(args.labels), "prompts": len(records), "replays": {}, "draft_mismatches": {}, "tokens": {}}
+    for k in (int(x) for x in args.k.split(",")):
+        totals = defaultdict(lambda: [0, 0])
+        for r in records:
+            for name, rep in record_replays(r, draft, k, draft_lm).items():
+                totals[name][0] += rep.new_tokens
+                totals[name][1] += rep.cycles
+        result["replays"][f"k{k}"] = {name: round(t / max(c, 1), 3) for name, (t, c) in totals.items()}
+    for name in ("lossless", "oracle"):
+        mismatches = tokens = 0
+        for r in records:
+            n = len(r["prompt_ids"])
+            seq = list(r["prompt_ids"]) + list(r["response_ids"]) if name == "lossless" else list(r["final_ids"])
+            preds = draft_lm.predictions(seq[:-1])  # preds[i - 1]: the draft's token at position i
+            mismatches += sum(preds[i - 1] != seq[i] for i in range(n, len(seq)))
+            tokens += len(seq) - n
+        result["draft_mismatches"][name], result["tokens"][name] = mismatches, tokens
+    kinds = defaultdict(lambda: {"important": 0, "unimportant": 0})
+    for path in [args.labels, *args.kinds_also]:
+        for r in read_records(path)[0]:
+            for position, important, target_token, draft_token in r["labels"]:
+                kinds[label_kind(tokenizer, r, position, target_token, draft_token)]["important" if important else "unimportant"] += 1
+    result["labels_by_kind"] = dict(sorted(kinds.items()))
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
