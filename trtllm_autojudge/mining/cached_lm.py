@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..backends.protocol import LanguageModel
-from ..backends.regeneration import Continuation, RequestQueue, model_context
+from ..backends.regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
 
 
 class CachedLM:
@@ -100,8 +100,12 @@ class SessionRegenerator(RequestQueue):
         ticket = next(iter(self.queue))
         r = self.queue.pop(ticket)
         before = self.cached.forwarded
-        seq = self.cached.continue_greedy(r.prefix, r.max_len, set(r.stop_ids), r.is_final)
+        seq = self.continue_request(r)
         return {ticket: Continuation(seq[len(r.prefix):], self.cached.forwarded - before)}
+
+    def continue_request(self, r: RegenerationRequest) -> list[int]:
+        """``r.prefix`` + its greedy continuation (subclasses compute it another way)."""
+        return self.cached.continue_greedy(r.prefix, r.max_len, set(r.stop_ids), r.is_final)
 
     def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
         return {t: 0 for t in tickets if self.queue.pop(t, None) is not None}

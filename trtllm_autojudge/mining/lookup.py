@@ -29,8 +29,8 @@ from typing import Sequence
 
 from ..backends.protocol import LanguageModel
 from ..backends.regen_transformers import common_prefix_len
-from ..backends.regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
-from .cached_lm import CachedLM
+from ..backends.regeneration import RegenerationRequest
+from .cached_lm import SessionRegenerator
 
 NGRAMS = (3, 2)  # lengths of the tail searched in the reference to re-align, longest first
 
@@ -48,7 +48,7 @@ def realign(seq: Sequence[int], ref: Sequence[int], expected: int) -> int | None
     return None
 
 
-class LookupRegenerator(RequestQueue):
+class LookupRegenerator(SessionRegenerator):
     """A :class:`..backends.regeneration.RegenerationBackend`: the reference backend's greedy
     continuations, a window of looked-up tokens verified per target forward.
 
@@ -59,27 +59,17 @@ class LookupRegenerator(RequestQueue):
     def __init__(self, lm: LanguageModel, min_window: int = 8, max_window: int = 64, references: int = 8):
         if not 1 <= min_window <= max_window:
             raise ValueError(f"need 1 <= min_window <= max_window, got {min_window} and {max_window}")
-        super().__init__()
-        self.cached = CachedLM(lm, reuse=True)
-        self.max_context = model_context(lm)
+        super().__init__(lm, reuse=True)
         self.min_window, self.max_window, self.references = min_window, max_window, references
         self.refs: dict[str, list[list[int]]] = {}  # owner -> recent complete sequences, newest last
         self.forward_calls = 0
 
-    def collect(self) -> dict[int, Continuation]:
-        if not self.queue:
-            return {}
-        ticket = next(iter(self.queue))
-        request = self.queue.pop(ticket)
-        before = self.cached.forwarded
-        seq = self._continue(request)
-        kept = self.refs.setdefault(request.owner, [])
+    def continue_request(self, r: RegenerationRequest) -> list[int]:
+        seq = self._continue(r)
+        kept = self.refs.setdefault(r.owner, [])
         kept.append(seq)
         del kept[:-self.references]
-        return {ticket: Continuation(seq[len(request.prefix):], self.cached.forwarded - before)}
-
-    def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
-        return {t: 0 for t in tickets if self.queue.pop(t, None) is not None}
+        return seq
 
     def _reference(self, request: RegenerationRequest) -> list[int]:
         best, best_len = list(request.prefix), -1
