@@ -185,8 +185,8 @@ def test_load_task_by_name_and_path():
 
 
 def test_training_split_questions_are_held_out_by_text():
-    """``--split train`` drops every question the shipped adapter or draft was trained on (by text),
-    and only those; the cot adapter was trained on 20 variants per template with seed 0."""
+    """eval/bench on ``--split train`` drop every question the shipped adapter or draft was trained
+    on (by text), and only those; the cot adapter was trained on 20 variants per template with seed 0."""
     import argparse
 
     from trtllm_autojudge.data.sources import load_problems
@@ -198,10 +198,11 @@ def test_training_split_questions_are_held_out_by_text():
         args = argparse.Namespace(questions=None, split="train", originals=False, variants_per_template=2, seed=seed, limit=None)
         everything = task.problems("train", False, 2, seed)
         try:
-            kept = load_problems(args, task)
+            kept = load_problems(args, task, held_out=True)  # eval, bench
         except SystemExit:
             kept = []
         assert [p for p in everything if p.question not in seen] == kept
+        assert load_problems(args, task) == everything  # mining may use training questions
     assert not any(p.question in seen for p in kept) and len(kept) > 100  # seed 1000: fresh variants stay
 
 

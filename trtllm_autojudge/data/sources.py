@@ -21,8 +21,12 @@ def add_problem_args(parser: argparse.ArgumentParser, split: str, variants: int)
     g.add_argument("--limit", type=int, default=None, help="use only the first N questions")
 
 
-def load_problems(args: argparse.Namespace, task) -> list[Problem]:
-    """The problems the arguments of :func:`add_problem_args` select, from ``task`` (a :class:`~trtllm_autojudge.tasks.Task`)."""
+def load_problems(args: argparse.Namespace, task, held_out: bool = False) -> list[Problem]:
+    """The problems the arguments of :func:`add_problem_args` select, from ``task`` (a :class:`~trtllm_autojudge.tasks.Task`).
+
+    ``held_out`` (the evaluation verbs): training-template questions that the task's shipped
+    adapter, draft or judge were trained or mined on are left out, by question text. Mining may use
+    them (a judge can be mined on the target's own training questions)."""
     if args.questions:
         try:
             problems = task.load_jsonl(args.questions)
@@ -30,7 +34,7 @@ def load_problems(args: argparse.Namespace, task) -> list[Problem]:
             raise SystemExit(str(e)) from None
     else:
         problems = task.problems(args.split, args.originals, args.variants_per_template, args.seed)
-        if args.split == "train":  # held out = never trained on, checked by question text
+        if held_out and args.split == "train":  # held out = never trained on, checked by question text
             seen = task.trained_questions()
             kept = [p for p in problems if p.question not in seen]
             if len(kept) < len(problems):

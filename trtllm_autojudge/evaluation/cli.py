@@ -76,7 +76,7 @@ def main_eval(argv: list[str]) -> int:
     add_decoding_args(p)
     args = p.parse_args(argv)
     task = task_from_args(args)
-    problems = load_problems(args, task)
+    problems = load_problems(args, task, held_out=True)
     target, draft, tokenizer = load_pair(args, task)
     judge = load_judge(args, target, draft, required=bool(args.thresholds), task=task)
     checker = task.checker
@@ -144,7 +144,7 @@ def main_bench(argv: list[str]) -> int:
     if args.limit is None:
         args.limit = 5
     task = task_from_args(args)
-    problems = load_problems(args, task)
+    problems = load_problems(args, task, held_out=True)
     target, draft, tokenizer = load_pair(args, task)
     judge = load_judge(args, target, draft, required=True, task=task)
     questions = questions_from(problems, tokenizer, task)
