@@ -18,3 +18,17 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     assert rows["lossless"]["agreement"] == 1.0 and rows["lossless"]["questions"] == 2
     assert all(r["tokens_per_cycle"] >= 1.0 for r in rows.values())
     assert (out / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_closing_lines_compare_every_method_with_lossless():
+    from trtllm_autojudge.demo import closing_lines
+
+    row = lambda spec, method, params, tpc, agree, gold: dict(spec=spec, method=method, params=params, tokens_per_cycle=tpc,  # noqa: E731
+                                                             agreement=agree, gold_accuracy=gold)
+    text = closing_lines([row("lossless", "lossless", "", 4.0, 1.0, 0.9), row("judge@0.5", "judge", "0.5", 5.0, 0.95, 0.85),
+                          row("topk@2", "topk", "2", 3.0, 0.2, 0.1)])
+    lines = text.splitlines()
+    assert lines[0].startswith("lossless") and "4.00 tokens per target forward" in lines[0] and "90%" in lines[0]
+    assert lines[1].startswith("AutoJudge @ 0.5: 1.25x") and "95% of the questions" in lines[1]
+    assert lines[2].startswith("topk@2: 0.75x") and "gold accuracy 10%" in lines[2]
+    assert "oracle" in lines[-1]

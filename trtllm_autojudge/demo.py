@@ -79,12 +79,13 @@ def closing_lines(rows: list[dict]) -> str:
     lines = [f"lossless = the target's own greedy answer: {lossless['tokens_per_cycle']:.2f} tokens per target forward "
              f"(accepted draft tokens + the target's own), gold accuracy {lossless['gold_accuracy']:.0%}."]
     for r in rows[1:]:
-        name = "AutoJudge" if r["method"] == "judge" else r["method"]
-        lines.append(f"{name} {r['spec']}: {r['tokens_per_cycle'] / max(lossless['tokens_per_cycle'], 1e-9):.2f}x the tokens per "
+        name = f"AutoJudge @ {float(r['params']):.3g}" if r["method"] == "judge" else r["spec"]
+        lines.append(f"{name}: {r['tokens_per_cycle'] / max(lossless['tokens_per_cycle'], 1e-9):.2f}x the tokens per "
                      f"target forward of lossless; final answers equal to lossless on {r['agreement']:.0%} of the questions, "
                      f"gold accuracy {r['gold_accuracy']:.0%}.")
     lines.append("AutoJudge keeps a mismatching draft token only where its judge predicts the final answer will not "
                  "change; top-K keeps any draft token among the target's K most likely, whatever it does to the answer. "
                  "Tokens per target forward is what a GPU turns into speed; on this CPU, where the draft's steps cost "
-                 "time too, `trtllm-autojudge bench` measures the wall clock (docs/results.md).")
+                 "time too, `trtllm-autojudge bench` measures the wall clock. What bounds any lossy rule is the "
+                 "oracle (`trtllm-autojudge eval --mine-oracle`); its measured gain per task is in docs/results.md.")
     return "\n".join(lines)
