@@ -35,6 +35,16 @@ def _ptr(a: np.ndarray | None) -> int | None:
     return None if a is None else a.ctypes.data
 
 
+def _sequences(request_types, host_context_lengths) -> tuple[np.ndarray, np.ndarray]:
+    """The stock per-sequence inputs as int32, both [S]."""
+    request_types = _int32(request_types, "request_types", 1)
+    host_context_lengths = _int32(host_context_lengths, "host_context_lengths", 1)
+    if request_types.shape != host_context_lengths.shape:
+        raise ValueError(f"request_types {request_types.shape} and host_context_lengths "
+                         f"{host_context_lengths.shape} must both be [S]")
+    return request_types, host_context_lengths
+
+
 def _int32(a, name: str, ndim: int) -> np.ndarray:
     a = np.asarray(a)
     if a.ndim != ndim:
@@ -192,11 +202,7 @@ class HostCore:
             When the sequences' tokens do not add up to ``num_tokens``.
         """
         last_token_ids = _int32(last_token_ids, "last_token_ids", 1)
-        request_types = _int32(request_types, "request_types", 1)
-        host_context_lengths = _int32(host_context_lengths, "host_context_lengths", 1)
-        if request_types.shape != host_context_lengths.shape:
-            raise ValueError(f"request_types {request_types.shape} and host_context_lengths "
-                             f"{host_context_lengths.shape} must both be [S]")
+        request_types, host_context_lengths = _sequences(request_types, host_context_lengths)
         S = request_types.size
         first_row, num_drafts = np.empty(S, np.int32), np.empty(S, np.int32)
         self._call(self._lib.autojudge_host_segment_step, last_token_ids.size, _ptr(last_token_ids), int(num_tokens), S,
@@ -243,11 +249,7 @@ class HostCore:
             raise ValueError(f"target_argmax, judge_logit and last_token_ids must be [L] = [{L}], got "
                              f"{target_argmax.shape}, {judge_logit.shape}, {last_token_ids.shape}")
         input_ids = _int32(input_ids, "input_ids", 1)
-        request_types = _int32(request_types, "request_types", 1)
-        host_context_lengths = _int32(host_context_lengths, "host_context_lengths", 1)
-        if request_types.shape != host_context_lengths.shape:
-            raise ValueError(f"request_types {request_types.shape} and host_context_lengths "
-                             f"{host_context_lengths.shape} must both be [S]")
+        request_types, host_context_lengths = _sequences(request_types, host_context_lengths)
         out = np.empty_like(logits)
         self._call(self._lib.autojudge_host_rewrite_logits, L, logits.shape[1], code, _ptr(logits),
                    _ptr(target_argmax), _ptr(judge_logit), input_ids.size, _ptr(input_ids), _ptr(last_token_ids),

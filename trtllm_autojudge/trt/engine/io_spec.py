@@ -71,14 +71,7 @@ class EngineBlock:
     @classmethod
     def from_dict(cls, block: dict | None) -> "EngineBlock":
         """Read the block itself (``config.autojudge`` inside the model class)."""
-        if block is None:
-            raise ValueError(f"the checkpoint config has no {BLOCK_KEY!r} block: convert the target with "
-                             f"`trtllm-autojudge build-engines` (it writes the block) before trtllm-build")
-        known = set(cls.__dataclass_fields__)
-        unknown = set(block) - known
-        if unknown:
-            raise ValueError(f"unknown keys {sorted(unknown)} in the {BLOCK_KEY!r} block; known: {sorted(known)}")
-        return cls(**block)
+        return read_block(cls, block, BLOCK_KEY, "trtllm-autojudge build-engines")
 
     @classmethod
     def from_engine_config(cls, config: dict) -> "EngineBlock":
@@ -87,6 +80,19 @@ class EngineBlock:
         if block is None:
             raise ValueError(f"engine config has no pretrained_config.{BLOCK_KEY}: it is not an AutoJudge target engine")
         return cls.from_dict(block)
+
+
+def read_block(cls, block, key: str, convert: str):
+    """``cls(**block)`` for the dataclass of a checkpoint config block named ``key``; the errors say
+    which command writes the block (``convert``) or which keys are known."""
+    if block is None:
+        raise ValueError(f"the checkpoint config has no {key!r} block: convert the target with "
+                         f"`{convert}` (it writes the block) before trtllm-build")
+    known = set(cls.__dataclass_fields__)
+    unknown = set(block) - known
+    if unknown:
+        raise ValueError(f"unknown keys {sorted(unknown)} in the {key!r} block; known: {sorted(known)}")
+    return cls(**block)
 
 
 def engine_block(judge_file: str | Path, plugin_library: str | Path, *, max_requests: int, max_draft_nodes: int,

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..plugin.contract import logits_input_names
+from .io_spec import read_block
 from ..plugin.fields import engine_plugin_fields
 
 STOCK_BLOCK_KEY = "autojudge_stock"
@@ -57,14 +58,7 @@ class StockBlock:
     @classmethod
     def from_dict(cls, block: Mapping | None) -> "StockBlock":
         """Read the block itself (``config.autojudge_stock`` inside the model class)."""
-        if block is None:
-            raise ValueError(f"the checkpoint config has no {STOCK_BLOCK_KEY!r} block: convert the target with "
-                             f"`trtllm-autojudge build-engines --route stock` (it writes the block) before trtllm-build")
-        unknown = set(block) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown keys {sorted(unknown)} in the {STOCK_BLOCK_KEY!r} block; known: "
-                             f"{sorted(cls.__dataclass_fields__)}")
-        return cls(**block)
+        return read_block(cls, block, STOCK_BLOCK_KEY, "trtllm-autojudge build-engines --route stock")
 
     @classmethod
     def from_engine_config(cls, config: Mapping) -> "StockBlock | None":
