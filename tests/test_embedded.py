@@ -19,7 +19,7 @@ from trtllm_autojudge.backends.embedded import (
     CONVERTED_NAME, MARKER, TARGET_ADAPTER, converted_checkpoint, load_base, load_target, load_tokenizer,
 )
 from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, draft_layers, load_draft
-from trtllm_autojudge.backends.lora import attach_lora, merge_adapter, save_adapter
+from trtllm_autojudge.backends.lora import attach_lora, load_factors, merge_adapter, save_adapter
 from trtllm_autojudge.data import original_problems, prompt_ids, training_ids, variant_problems
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
@@ -64,6 +64,24 @@ def test_lora_merge_equals_the_wrapped_model(tmp_path):
     with pytest.raises(ValueError, match="matches no parameter"):
         save_adapter(tmp_path / "b.safetensors", wrapped, 4, 8.0, base="tiny", full={"model.nope.weight": torch.ones(3)})
         merge_adapter(reference, tmp_path / "b.safetensors")
+
+
+def test_load_factors_continues_a_saved_adapter(tmp_path):
+    """train_target_adapter.py --init-adapter: the saved factors come back exactly; a rank or alpha
+    that differs from the file's is refused, naming the flags."""
+    target, _ = tiny_pair(seed=3)
+    wrapped = attach_lora(copy.deepcopy(target.model), rank=4, alpha=8.0)
+    for m in wrapped.values():
+        torch.nn.init.normal_(m.lora_B, std=0.05)
+    save_adapter(tmp_path / "a.safetensors", wrapped, 4, 8.0, base="tiny", factor_dtype=torch.float32)
+    again = attach_lora(copy.deepcopy(target.model), rank=4, alpha=8.0)
+    load_factors(again, tmp_path / "a.safetensors")
+    for path, m in wrapped.items():
+        assert torch.equal(again[path].lora_A, m.lora_A) and torch.equal(again[path].lora_B, m.lora_B)
+    with pytest.raises(ValueError, match="--rank"):
+        load_factors(attach_lora(copy.deepcopy(target.model), rank=2, alpha=4.0), tmp_path / "a.safetensors")
+    with pytest.raises(ValueError, match="--alpha"):
+        load_factors(attach_lora(copy.deepcopy(target.model), rank=4, alpha=16.0), tmp_path / "a.safetensors")
 
 
 def test_cut_model_runs_the_first_layers_and_shares_the_head():

@@ -212,10 +212,22 @@ def test_judge_files_record_their_mined_questions(tmp_path):
 
     head = JudgeHead(np.zeros(2), np.zeros(2), np.ones(2), 0.0, "DT", 2, 2, 0.5, meta={"task": "x"})
     head.save(tmp_path / "plain.safetensors")
-    assert _training_settings(tmp_path / "plain.safetensors") is None and _training_settings(tmp_path / "absent") is None
+    assert _training_settings(tmp_path / "plain.safetensors") == [] and _training_settings(tmp_path / "absent") == []
     head.meta["settings"] = {"split": "train", "per_template": 3, "seed": 7}
     head.save(tmp_path / "mined.safetensors")
-    assert _training_settings(tmp_path / "mined.safetensors")["seed"] == 7
+    assert [s["seed"] for s in _training_settings(tmp_path / "mined.safetensors")] == [7]
+
+
+def test_continued_adapters_keep_the_questions_of_the_adapter_they_continued(tmp_path):
+    """train_target_adapter.py --init-adapter records the continued adapter's settings under "init"."""
+    import torch
+    from safetensors.torch import save_file
+
+    from trtllm_autojudge.tasks.base import _training_settings
+
+    settings = {"per_template": 40, "seed": 0, "init": {"file": "a.safetensors", "per_template": 80, "seed": 3, "init": None}}
+    save_file({"x": torch.zeros(1)}, str(tmp_path / "b.safetensors"), metadata={"settings": json.dumps(settings)})
+    assert [(s["per_template"], s["seed"]) for s in _training_settings(tmp_path / "b.safetensors")] == [(40, 0), (80, 3)]
 
 
 def test_removed_checker_flag_says_what_to_use(capsys):

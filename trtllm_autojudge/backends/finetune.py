@@ -35,32 +35,38 @@ def load_checkpoint(path: Path) -> dict | None:
     return torch.load(path, weights_only=False) if path.exists() else None
 
 
-def comment_mask(tokenizer, ids: list[int], start: int) -> list[bool]:
-    """[len(ids)] bool: True for the tokens from ``start`` on that lie on a comment line (``# ...``)."""
-    mask, line = [False] * len(ids), ""
+def token_weights(tokenizer, ids: list[int], start: int, comment_weight: float = 1.0,
+                  skip_lines: frozenset[int] = frozenset()) -> list[float]:
+    """[len(ids)] the loss weight of predicting each token: 0 before ``start`` (the prompt) and on the
+    response lines numbered in ``skip_lines`` (0-based; e.g. perturbed comments, see
+    :mod:`~trtllm_autojudge.data.comment_noise`), ``comment_weight`` on comment lines (``# ...``), 1
+    elsewhere. A token belongs to the line it starts on (the newline ending a line is that line's)."""
+    weights, line, number = [0.0] * len(ids), "", 0
     for k in range(start, len(ids)):
         piece = tokenizer.decode([ids[k]])
-        mask[k] = (line + piece).lstrip().startswith("#")
+        if number in skip_lines:
+            weights[k] = 0.0
+        else:
+            weights[k] = comment_weight if (line + piece).lstrip().startswith("#") else 1.0
+        number += piece.count("\n")
         line = (line + piece).rsplit("\n", 1)[-1]
-    return mask
+    return weights
 
 
-def response_loss(model, batch: list[Example], pad_id: int, comment_masks: dict[int, list[bool]] | None = None,
-                  comment_weight: float = 1.0) -> torch.Tensor:
+def response_loss(model, batch: list[Example], pad_id: int, weights: dict[int, list[float]] | None = None) -> torch.Tensor:
     """Weighted mean cross-entropy over the response tokens of ``batch`` (prompt and padding excluded).
 
-    A token on a comment line (``comment_masks[id(example)]``, from :func:`comment_mask`) counts
-    ``comment_weight``; every other response token counts 1.
+    ``weights[id(example)]`` (from :func:`token_weights`) weighs the prediction of each of its
+    tokens; None: every response token counts 1.
     """
     ids, mask, learn = pad_batch(batch, pad_id)  # [b, w] each
     hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # [b, w, H]
     logits = model.lm_head(hidden[learn])  # [n, V]: only where a response token is predicted
     loss = torch.nn.functional.cross_entropy(logits.float(), ids[:, 1:][learn[:, :-1]], reduction="none")  # [n]
-    if comment_masks is None or comment_weight == 1.0:
+    if weights is None:
         return loss.mean()
-    weight = torch.ones(ids.shape, dtype=torch.float32)  # [b, w]: weight of predicting the token at column j
+    weight = torch.zeros(ids.shape, dtype=torch.float32)  # [b, w]: weight of predicting the token at column j
     for row, example in enumerate(batch):
-        in_comment = torch.tensor(comment_masks[id(example)], dtype=torch.bool)  # [len(example ids)]
-        weight[row, : len(in_comment)][in_comment] = comment_weight
+        weight[row, : len(example[0])] = torch.tensor(weights[id(example)], dtype=torch.float32)
     weight = weight[:, 1:][learn[:, :-1]]  # [n]
-    return (loss * weight).sum() / weight.sum()
+    return (loss * weight).sum() / weight.sum().clamp_min(1e-6)

@@ -64,6 +64,32 @@ def adapter_tensors(wrapped: dict[str, LoRALinear]) -> dict[str, torch.Tensor]:
     return {f"{path}.{k}": getattr(m, k).detach().contiguous() for path, m in wrapped.items() for k in ("lora_A", "lora_B")}
 
 
+def adapter_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata of the adapter file at ``path``."""
+    with safe_open(str(path), framework="pt") as f:
+        return f.metadata() or {}
+
+
+def load_factors(wrapped: dict[str, LoRALinear], path: str | Path) -> None:
+    """Copy the LoRA factors of the adapter at ``path`` into ``wrapped`` (same modules and rank), to
+    continue training it."""
+    meta = adapter_metadata(path)
+    first = next(iter(wrapped.values()))
+    if "rank" not in meta or float(meta["alpha"]) / int(meta["rank"]) != first.scale:
+        raise ValueError(f"{path} was made with alpha {meta.get('alpha')} and rank {meta.get('rank')}: pass the same --rank and --alpha")
+    with safe_open(str(path), framework="pt") as f:
+        for module_path, m in wrapped.items():
+            for k in ("lora_A", "lora_B"):
+                name = f"{module_path}.{k}"
+                if name not in f.keys():
+                    raise ValueError(f"{path} has no {name}: make the adapter with the same modules to continue it")
+                value = f.get_tensor(name)
+                if value.shape != getattr(m, k).shape:
+                    raise ValueError(f"{path}: {name} is {tuple(value.shape)}, the new adapter's is "
+                                     f"{tuple(getattr(m, k).shape)}: pass the same --rank ({meta.get('rank')})")
+                getattr(m, k).data.copy_(value.float())
+
+
 def save_adapter(path: str | Path, wrapped: dict[str, LoRALinear], rank: int, alpha: float, base: str,
                  factor_dtype: torch.dtype = torch.float16, full: dict[str, torch.Tensor] | None = None, **notes: str) -> None:
     """Write the LoRA factors (in ``factor_dtype``) and the ``full`` replacement tensors (float32);

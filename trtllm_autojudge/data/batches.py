@@ -14,13 +14,19 @@ Example = tuple[list[int], int]  # (prompt + response + end-of-turn token ids, n
 
 def make_batches(tokenizer, problems: Sequence[Problem], batch: int, seed: int,
                  encode: Callable[[object, Problem], Example] | None = None) -> list[list[Example]]:
-    """Encode ``problems`` and group them into batches of similar length, in a seeded random order.
+    """Encode ``problems`` and group them into batches (:func:`batch_examples`).
 
     ``encode(tokenizer, problem)`` gives one example (default: the worded task's :func:`.prompt.training_ids`;
     a task's own is ``task.training_ids``).
     """
     encode = encode or (lambda tok, p: training_ids(tok, p.question, p.answer))
-    examples = [encode(tokenizer, p) for p in problems]
+    return batch_examples([encode(tokenizer, p) for p in problems], batch, seed)
+
+
+def batch_examples(examples: Sequence[Example], batch: int, seed: int) -> list[list[Example]]:
+    """Group ``examples`` into batches of similar length, in a seeded random order (the examples
+    themselves, not copies: callers may key per-example data by ``id``)."""
+    examples = list(examples)
     rng = random.Random(seed)
     rng.shuffle(examples)
     window = batch * 16  # sort within windows: little padding, templates still mixed

@@ -98,21 +98,26 @@ class Task:
         (:func:`~trtllm_autojudge.data.sources.load_problems`)."""
         seen: set[str] = set()
         for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge):
-            settings = _training_settings(ASSETS / name) if name else None
-            if settings is not None:
+            for settings in _training_settings(ASSETS / name) if name else []:
                 seen |= {p.question for p in self.problems("train", False, settings["per_template"], settings["seed"])}
         return seen
 
 
-def _training_settings(path: Path) -> dict | None:
-    """``per_template`` and ``seed`` of the training-split questions recorded in a shipped file (an
-    adapter's or draft's ``settings`` metadata, a judge's ``settings`` entry); None when the file is
+def _training_settings(path: Path) -> list[dict]:
+    """The ``per_template`` and ``seed`` settings of the training-split questions recorded in a
+    shipped file (an adapter's or draft's ``settings`` metadata, a judge's ``settings`` entry), and
+    those of the adapter it continued (``settings["init"]``, recursively); [] when the file is
     missing or records none."""
     if not path.is_file():
-        return None
+        return []
     from safetensors import safe_open
 
     with safe_open(str(path), framework="np") as f:
         meta = f.metadata() or {}
     settings = json.loads(meta["settings"]) if "settings" in meta else json.loads(meta.get("autojudge", "{}")).get("settings", {})
-    return settings if {"per_template", "seed"} <= settings.keys() else None
+    chain = []
+    while isinstance(settings, dict):
+        if {"per_template", "seed"} <= settings.keys():
+            chain.append(settings)
+        settings = settings.get("init")
+    return chain
