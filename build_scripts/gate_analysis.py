@@ -7,6 +7,9 @@
 For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine-oracle``'s):
 - the exact chain replays (:func:`trtllm_autojudge.evaluation.trajectory.record_replays`) of lossless
   decoding on the target's response and of the oracle on the mined trajectory, for each ``--k``;
+- ``comments_free``: an optimistic bound of what harmless comments could give with this draft: the
+  lossless replay with EVERY comment-line mismatch accepted, as if accepting one changed nothing
+  after it (the draft's later proposals stay those along the target's own response);
 - the draft's teacher-forced mismatches along each trajectory: accepting a harmless mismatch helps
   only if the continuation it leads to does not bring as many new ones;
 - the labels by where they fall (a comment line, a code line, the start of a line) and whether a
@@ -22,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
-from trtllm_autojudge.evaluation.trajectory import record_replays  # noqa: E402
+from trtllm_autojudge.evaluation.trajectory import record_replays, replay_chain  # noqa: E402
 from trtllm_autojudge.mining.cached_lm import CachedLM  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
@@ -32,10 +35,28 @@ def label_kind(tokenizer, record: dict, position: int, target_token: int, draft_
     """``comment``/``code``/``line start`` of the line the label falls in, and ``number``/``other``.
     The mined trajectory agrees with the sequence the label was mined on up to its position."""
     n = len(record["prompt_ids"])
-    line = tokenizer.decode(record["final_ids"][n:position]).rsplit("\n", 1)[-1]
-    where = "comment" if line.lstrip().startswith("#") else ("code" if line.strip() else "line_start")
+    where = line_kind(tokenizer, list(record["final_ids"]), n, position)
     number = any(tokenizer.decode([t]).strip().isdigit() for t in (target_token, draft_token))
     return f"{where}_{'number' if number else 'other'}"
+
+
+def line_kind(tokenizer, seq: list[int], start: int, position: int) -> str:
+    """``comment``, ``code`` or ``line_start``: the kind of the response line holding ``position``."""
+    line = tokenizer.decode(seq[start:position]).rsplit("\n", 1)[-1]
+    return "comment" if line.lstrip().startswith("#") else ("code" if line.strip() else "line_start")
+
+
+def comments_free_replay(tokenizer, record: dict, draft_lm: CachedLM, k: int):
+    """The lossless replay on the target's response with every comment-line mismatch accepted
+    (the optimistic bound described in the module docstring)."""
+    n = len(record["prompt_ids"])
+    seq = list(record["prompt_ids"]) + list(record["response_ids"])
+    proposals = [0] + draft_lm.predictions(seq[:-1])  # proposals[i]: the draft's token at position i
+    swapped, harmless = list(seq), {}
+    for i in range(n, len(seq)):
+        if proposals[i] != seq[i] and line_kind(tokenizer, seq, n, i) == "comment":
+            swapped[i], harmless[i] = proposals[i], {proposals[i]}
+    return replay_chain(swapped, n, proposals, seq, harmless, k)
 
 
 def main(argv=None) -> int:
@@ -55,7 +76,8 @@ def main(argv=None) -> int:
     for k in (int(x) for x in args.k.split(",")):
         totals = defaultdict(lambda: [0, 0])
         for r in records:
-            for name, rep in record_replays(r, draft, k, draft_lm).items():
+            replays = {**record_replays(r, draft, k, draft_lm), "comments_free": comments_free_replay(tokenizer, r, draft_lm, k)}
+            for name, rep in replays.items():
                 totals[name][0] += rep.new_tokens
                 totals[name][1] += rep.cycles
         result["replays"][f"k{k}"] = {name: round(t / max(c, 1), 3) for name, (t, c) in totals.items()}

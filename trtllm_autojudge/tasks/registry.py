@@ -1,4 +1,4 @@
-"""Tasks by name (``gsm8k-cot``, ``gsm8k-program``, ``code``) or import path, and the ``--task`` argument."""
+"""Tasks by name (``gsm8k-cot``, ``gsm8k-program``, ``gsm8k-program-words``, ``code``) or import path, and the ``--task`` argument."""
 from __future__ import annotations
 
 import argparse
