@@ -2,7 +2,7 @@
 """Why the oracle gains what it gains: replays, draft mismatches and label kinds of mined records.
 
     python build_scripts/gate_analysis.py --task gsm8k-program --labels out/gate_k8/oracle_labels.jsonl \\
-        --kinds-also out/judge_program/labels.jsonl --out docs/results/gsm8k-program_gate_analysis.json
+        --kinds-also out/judge_program/labels.jsonl --seed 1000 --out docs/results/gsm8k-program_gate_analysis.json
 
 For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine-oracle``'s):
 - the exact chain replays (:func:`trtllm_autojudge.evaluation.trajectory.record_replays`) of lossless
@@ -12,6 +12,9 @@ For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine
   after it (the draft's later proposals stay those along the target's own response);
 - the draft's teacher-forced mismatches along each trajectory: accepting a harmless mismatch helps
   only if the continuation it leads to does not bring as many new ones;
+- ``gold``: how many of the target's lossless answers are right, for the records whose question is
+  among the problems the question arguments select (e.g. ``--seed 7`` for prompts mined with
+  ``make_judge.py --seed 7``);
 - the labels by where they fall (a comment line, a code line, the start of a line) and whether a
   number is swapped, with ``--kinds-also`` records added (labels only).
 """
@@ -25,8 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
+from trtllm_autojudge.data.comment_noise import is_comment  # noqa: E402
+from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.evaluation.trajectory import record_replays, replay_chain  # noqa: E402
 from trtllm_autojudge.mining.cached_lm import CachedLM  # noqa: E402
+from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
@@ -43,7 +49,7 @@ def label_kind(tokenizer, record: dict, position: int, target_token: int, draft_
 def line_kind(tokenizer, seq: list[int], start: int, position: int) -> str:
     """``comment``, ``code`` or ``line_start``: the kind of the response line holding ``position``."""
     line = tokenizer.decode(seq[start:position]).rsplit("\n", 1)[-1]
-    return "comment" if line.lstrip().startswith("#") else ("code" if line.strip() else "line_start")
+    return "comment" if is_comment(line) else ("code" if line.strip() else "line_start")
 
 
 def comments_free_replay(tokenizer, record: dict, draft_lm: CachedLM, k: int):
@@ -67,6 +73,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None)
     add_task_args(p)
     add_model_args(p)
+    add_problem_args(p, split="train", variants=1)
     args = p.parse_args(argv)
     task = task_from_args(args)
     _, draft, tokenizer = load_pair(args, task)
@@ -90,6 +97,10 @@ def main(argv=None) -> int:
             mismatches += sum(preds[i - 1] != seq[i] for i in range(n, len(seq)))
             tokens += len(seq) - n
         result["draft_mismatches"][name], result["tokens"][name] = mismatches, tokens
+    gold = {problem_id(q.question): q.gold for q in load_problems(args, task)}
+    matched = [r for r in records if str(r["id"]) in gold]
+    result["gold"] = {"right": sum(task.checker.same(r["target_answer"], gold[str(r["id"])]) for r in matched),
+                      "of": len(matched), "records": len(records)}
     kinds = defaultdict(lambda: {"important": 0, "unimportant": 0})
     for path in [args.labels, *args.kinds_also]:
         for r in read_records(path)[0]:

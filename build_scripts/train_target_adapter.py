@@ -115,7 +115,7 @@ def train(args) -> None:
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     task = load_task(args.task)
     problems = task.problems("train", originals=False, variants_per_template=args.per_template, seed=args.seed)
-    pairs = noisy_problems(problems, args.comment_noise, args.noise_lines, args.seed) if args.comment_noise else [(q, frozenset()) for q in problems]
+    pairs = noisy_problems(problems, args.comment_noise, args.noise_lines, args.seed)  # share 0: all clean
     examples = [task.training_ids(tokenizer, q) for q, _ in pairs]
     weights = None
     if args.comment_weight != 1.0 or args.comment_noise:

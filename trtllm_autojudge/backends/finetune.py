@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..data.batches import Example, pad_batch
+from ..data.comment_noise import is_comment
 
 # Tasks with an embedded target, and the dtype their shipped target and draft are trained in
 # (gsm8k-cot's were made in float32 before --dtype existed; new ones in bf16 where native, as the demo runs).
@@ -47,7 +48,7 @@ def token_weights(tokenizer, ids: list[int], start: int, comment_weight: float =
         if number in skip_lines:
             weights[k] = 0.0
         else:
-            weights[k] = comment_weight if (line + piece).lstrip().startswith("#") else 1.0
+            weights[k] = comment_weight if is_comment(line + piece) else 1.0
         number += piece.count("\n")
         line = (line + piece).rsplit("\n", 1)[-1]
     return weights
