@@ -11,7 +11,10 @@ The draft is the tuned target's first ``--layers`` decoder layers with the targe
 LM head (see trtllm_autojudge/backends/embedded_draft.py). Training data: the task's responses (worked
 solutions, or programs) to fresh variants of the TRAINING templates (seed ``--seed``), teacher-forced through the tuned target; the
 draft learns the target's greedy token at every response position (cross-entropy on the target's
-argmax), through LoRA factors on its layers and full norm weights. Held-out alpha (the share of
+argmax), through LoRA factors on its layers and full norm weights. ``--comment-noise S`` perturbs the
+comment lines of a share S of the training programs (:mod:`trtllm_autojudge.data.comment_noise`) and
+keeps the target's token at every position, so the draft also learns what the target writes after a
+comment it would not have written (what follows an accepted harmless swap). Held-out alpha (the share of
 positions where the draft's greedy token equals the target's) is logged on fresh variants of the
 training templates and on variants of the evaluation templates.
 """
@@ -36,6 +39,7 @@ from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, load_checkp
 from trtllm_autojudge.backends.embedded_draft import cut_model, load_draft  # noqa: E402
 from trtllm_autojudge.backends.lora import attach_lora, save_adapter  # noqa: E402
 from trtllm_autojudge.data.batches import make_batches, pad_batch  # noqa: E402
+from trtllm_autojudge.data.comment_noise import noisy_problems  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
 from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate  # noqa: E402
@@ -43,6 +47,7 @@ from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 
 log = logging.getLogger("train_draft")
 TRAIN_KEYS = ("teacher", "layers", "per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")
+NOISE_KEYS = ("comment_noise", "noise_lines")  # recorded only when comment noise is on (the shipped drafts' tags stay)
 HELDOUT_SEED = 2_000  # fresh variants for held-out alpha (training uses --seed, the target adapter seed 0)
 
 
@@ -50,6 +55,12 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="gsm8k-cot", choices=sorted(EMBEDDED_TASK_DTYPES), help="the task whose tuned target the draft serves")
     p.add_argument("--out", type=Path, default=None, help="draft file to write (default: the task's shipped draft)")
+    p.add_argument("--adapter", type=Path, default=None,
+                   help="the tuned target's adapter the draft serves (default: the task's shipped adapter)")
+    p.add_argument("--comment-noise", type=float, default=0.0, metavar="S",
+                   help="share of the training programs whose comment lines are perturbed (default 0: clean)")
+    p.add_argument("--noise-lines", type=float, default=0.5, metavar="P",
+                   help="with --comment-noise: each comment line of a chosen program is perturbed with probability P")
     p.add_argument("--dtype", default=None, choices=CHOICES,
                    help="training compute dtype (default: float32 for gsm8k-cot, as its shipped files were made; "
                         "auto for gsm8k-program: bf16 where the CPU computes it natively, as the demo runs)")
@@ -72,7 +83,9 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.dtype = args.dtype or EMBEDDED_TASK_DTYPES[args.task]
     args.task_obj = load_task(args.task)
-    args.adapter = ASSETS / args.task_obj.shipped_adapter
+    args.adapter = args.adapter or ASSETS / args.task_obj.shipped_adapter
+    if not args.adapter.is_file():
+        p.error(f"--adapter {args.adapter}: no such file (train it with build_scripts/train_target_adapter.py)")
     args.out = args.out or ASSETS / args.task_obj.shipped_draft
     return args
 
@@ -133,6 +146,8 @@ def train(args) -> None:
     settings = {"teacher": teacher, **{k: getattr(args, k) for k in TRAIN_KEYS[1:]}}
     if task.name != "gsm8k-cot" or dtype != torch.float32:  # the shipped gsm8k-cot draft's tag stays as it was
         settings.update(task=task.name, dtype=dtype_name(dtype))
+    if args.comment_noise:
+        settings.update({k: getattr(args, k) for k in NOISE_KEYS})
     tag = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     torch.manual_seed(args.seed)
     target, tokenizer = load_target("tuned", adapter=args.adapter)
@@ -140,8 +155,10 @@ def train(args) -> None:
     pad = tokenizer.pad_token_id
 
     train_problems = task.problems("train", False, args.per_template, args.seed)
-    batches = make_batches(tokenizer, train_problems, args.batch, args.seed, encode=task.training_ids)
-    labels = cached(work / f"labels-{teacher}-train-{args.per_template}-{args.seed}-{args.batch}.pt",
+    texts = [q for q, _ in noisy_problems(train_problems, args.comment_noise, args.noise_lines, args.seed)]  # share 0: clean
+    batches = make_batches(tokenizer, texts, args.batch, args.seed, encode=task.training_ids)
+    noise = f"-noise{args.comment_noise}x{args.noise_lines}" if args.comment_noise else ""
+    labels = cached(work / f"labels-{teacher}-train-{args.per_template}-{args.seed}-{args.batch}{noise}.pt",
                     lambda: teacher_labels(target.model, batches, pad, "target labels (train)"))
     seen = {p.question for p in train_problems} | task.trained_questions()
     heldout = {}
