@@ -12,6 +12,8 @@ For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine
   after it (the draft's later proposals stay those along the target's own response);
 - the draft's teacher-forced mismatches along each trajectory: accepting a harmless mismatch helps
   only if the continuation it leads to does not bring as many new ones;
+- ``oracle_flips``: labelled positions where the replay's draft pass rounds a near-tie otherwise than
+  mining's did (the replay uses the mined draft token there);
 - ``gold``: how many of the target's lossless answers are right, for the records whose question is
   among the problems the question arguments select (e.g. ``--seed 7`` for prompts mined with
   ``make_judge.py --seed 7``);
@@ -79,14 +81,18 @@ def main(argv=None) -> int:
     _, draft, tokenizer = load_pair(args, task)
     records = read_records(args.labels)[0]
     draft_lm = CachedLM(draft)
-    result = {"labels": str(args.labels), "prompts": len(records), "replays": {}, "draft_mismatches": {}, "tokens": {}}
-    for k in (int(x) for x in args.k.split(",")):
+    result = {"labels": str(args.labels), "prompts": len(records), "replays": {}, "draft_mismatches": {}, "tokens": {},
+              "oracle_flips": 0}
+    ks = [int(x) for x in args.k.split(",")]
+    for k in ks:
         totals = defaultdict(lambda: [0, 0])
         for r in records:
             replays = {**record_replays(r, draft, k, draft_lm), "comments_free": comments_free_replay(tokenizer, r, draft_lm, k)}
             for name, rep in replays.items():
                 totals[name][0] += rep.new_tokens
                 totals[name][1] += rep.cycles
+            if k == ks[0]:  # labelled positions where this draft pass rounds otherwise than mining's (the same for every k)
+                result["oracle_flips"] += replays["oracle"].flips
         result["replays"][f"k{k}"] = {name: round(t / max(c, 1), 3) for name, (t, c) in totals.items()}
     for name in ("lossless", "oracle"):
         mismatches = tokens = 0

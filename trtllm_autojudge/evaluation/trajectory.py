@@ -17,6 +17,11 @@ extra (bonus) token, where live decoding would emit the target's own token. Both
 sequence, and the live run continues on the target's response instead. Positions where the answer
 was already fixed are not mined (no labels there): the replay verifies them exactly, as lossless
 decoding would.
+
+At a labelled position the draft's proposal is the label's draft token: what the draft proposed
+there when it was mined. The replay's own teacher-forced pass can round a near-tie the other way in
+bfloat16 (other chunks of the same sequence through the KV cache); such positions are counted as
+``flips``.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ class Replay:
     accepted: int  # draft tokens accepted (the correction/bonus tokens excluded)
     judged: int  # accepted mismatches (unimportant labels)
     bonus_swaps: list[int]  # positions whose bonus token is a harmless draft token (see the module docstring)
+    flips: int = 0  # labelled positions where the replay's draft pass disagreed with the mined draft token
 
     @property
     def tokens_per_cycle(self) -> float:
@@ -77,22 +83,27 @@ def replay_chain(
 def record_replays(record: dict, draft: LanguageModel, k: int, draft_lm: CachedLM | None = None) -> dict[str, Replay]:
     """``oracle`` on the record's ``final_ids`` and ``lossless`` on the target's own response.
 
-    ``record`` is a mined record (:mod:`..mining.store`); two teacher-forced draft passes.
+    ``record`` is a mined record (:mod:`..mining.store`); two teacher-forced draft passes (on the
+    oracle's, the labels' draft tokens where they were mined: see the module docstring).
     """
     draft_lm = draft_lm or CachedLM(draft)
     prompt = list(record["prompt_ids"])
     n = len(prompt)
     out = {}
     for name, seq in (("lossless", prompt + list(record["response_ids"])), ("oracle", list(record["final_ids"]))):
-        target_next, harmless = list(seq), {}
-        if name == "oracle":
-            for pos, important, target_token, draft_token in record["labels"]:
-                if not important:
-                    target_next[pos] = int(target_token)
-                    harmless[int(pos)] = {int(draft_token)}
+        target_next, harmless, flips = list(seq), {}, 0
         preds = draft_lm.predictions(seq[:-1]) if len(seq) > n else []  # preds[j]: after seq[:j + 1]
         proposals = [0] + list(preds)  # proposals[i] = preds[i - 1]
+        if name == "oracle":
+            for pos, important, target_token, draft_token in record["labels"]:
+                pos, draft_token = int(pos), int(draft_token)
+                flips += proposals[pos] != draft_token
+                proposals[pos] = draft_token
+                if not important:
+                    target_next[pos] = int(target_token)
+                    harmless[pos] = {draft_token}
         out[name] = replay_chain(seq, n, proposals, target_next, harmless, k)
+        out[name].flips = flips
     return out
 
 
