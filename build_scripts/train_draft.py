@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Train the embedded draft for a task's TUNED target by distillation, and measure it.
 
-Reproduces the shipped drafts (``--task gsm8k-cot``: ``assets/draft.safetensors``; ``--task
-gsm8k-program``: ``assets/draft_program.safetensors``, for the target of ``target_lora_program``):
+Reproduces the shipped drafts (``assets/draft.safetensors`` and, for the target of
+``target_lora_program``, ``assets/draft_program.safetensors``):
 
-    python build_scripts/train_draft.py [--task T]            # labels, training (resumes from --work), save
-    python build_scripts/train_draft.py [--task T] --measure  # alpha, cost per token, accepted tokens per cycle
+    python build_scripts/train_draft.py                        # gsm8k-cot: labels, training (resumes from --work), save
+    python build_scripts/train_draft.py --task gsm8k-program --layers 8 --epochs 3 --comment-noise 0.7
+    python build_scripts/train_draft.py [--task T ...] --measure  # alpha, cost per token, accepted tokens per cycle
 
 The draft is the tuned target's first ``--layers`` decoder layers with the target's embeddings and
 LM head (see trtllm_autojudge/backends/embedded_draft.py). Training data: the task's responses (worked
