@@ -85,6 +85,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-bf16", action="store_true", help="skip the bfloat16 run")
     p.add_argument("--work", type=Path, default=Path("out/bench_mining"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "mining.json")
+    p.add_argument("--machine", default="2 CPU cores shared with other engineers' jobs and a training job",
+                   help="what else ran on the machine (recorded in --out)")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="train", variants=1)
@@ -159,7 +161,7 @@ def main(argv=None) -> int:
         "threads": torch.get_num_threads(),
         "command": "nice -n 10 python build_scripts/bench_mining.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "mpi_command": None if cmd_mpi is None else " ".join(["mpirun", "-n", str(args.ranks), "python", *cmd_mpi[cmd_mpi.index("-m"):]]),
-        "machine": "2 CPU cores shared with other engineers' jobs and a training job",
+        "machine": args.machine,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary | results, indent=1) + "\n")
