@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from fixed_draft import FixedProposals
 from tiny_models import tiny_pair
 from trtllm_autojudge.decoding.modes import OracleRule
 from trtllm_autojudge.decoding.speculative import speculative_generate
@@ -98,21 +99,12 @@ def test_trajectory_row_has_the_summary_columns():
     assert 1.0 <= row["tokens_per_cycle"] <= 5.0
 
 
-class _Proposals:
-    """A draft whose teacher-forced token at position i is ``proposals[i]`` (CachedLM.predictions' contract)."""
-
-    def __init__(self, proposals):
-        self.proposals = proposals
-
-    def predictions(self, seq):
-        return [self.proposals[j + 1] for j in range(len(seq))]
-
 
 def test_oracle_replay_takes_the_mined_draft_token_where_a_pass_rounds_otherwise():
     # prompt [1]; the target said 20 at position 2, the draft 12 (harmless), so the trajectory holds 12
     record = {"prompt_ids": [1], "response_ids": [10, 20, 13], "final_ids": [1, 10, 12, 13],
               "labels": [[2, 0, 20, 12]]}
-    flipped = _Proposals([0, 10, 20, 13])  # this pass rounds position 2 to the target's token
+    flipped = FixedProposals([0, 10, 20, 13])  # this pass rounds position 2 to the target's token
     replay = record_replays(record, None, 4, flipped)["oracle"]
     assert (replay.flips, replay.judged, replay.cycles, replay.accepted) == (1, 1, 1, 3)
-    assert record_replays(record, None, 4, _Proposals([0, 10, 12, 13]))["oracle"].flips == 0
+    assert record_replays(record, None, 4, FixedProposals([0, 10, 12, 13]))["oracle"].flips == 0
