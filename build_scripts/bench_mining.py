@@ -10,6 +10,7 @@ labels were mined) with
   transformers backend;
 - lookup: one prompt at a time on the lookup regenerator (windows of the sequence each
   regeneration branched from, verified per target forward; :mod:`trtllm_autojudge.mining.lookup`);
+- lookup-draft: the same, the draft proposing the windows a lookup cannot (``--regenerator lookup-draft``);
 - fast with --skip-unlikely P (the research-code shortcut: changes labels);
 - fast in bfloat16 (how often the dtype changes labels);
 - fast under mpirun -n --ranks (scaling);
@@ -110,6 +111,11 @@ def main(argv=None) -> int:
     lookup, lookup_recs = run("lookup", make_miner(target, draft, checker, decode, exact, 1, LookupRegenerator(target)),
                               prompts, args.work)
     results["lookup"] = rate(lookup) | {"vs_plain": compare(lookup_recs, plain_recs)}
+    drafted = LookupRegenerator(target, draft=draft)
+    lookup_draft, lookup_draft_recs = run("lookup-draft", make_miner(target, draft, checker, decode, exact, 1, drafted),
+                                          prompts, args.work)
+    results["lookup_draft"] = rate(lookup_draft) | {"vs_plain": compare(lookup_draft_recs, plain_recs),
+                                                    "regenerator_draft_tokens": drafted.draft_forwarded}
     skip_cfg = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely)
     skip, skip_recs = run("fast+skip", make_miner(target, draft, checker, decode, skip_cfg, args.batch_size), prompts, args.work)
     results["fast_skip_unlikely"] = rate(skip) | {"p": args.skip_unlikely, "vs_exact": compare(skip_recs, fast_recs),
@@ -151,11 +157,15 @@ def main(argv=None) -> int:
         "speedup_cpu_time": round(fast["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
         "labels_per_cpu_min_lookup": round(lookup["labels_per_cpu_minute"], 2),
         "speedup_lookup_cpu_time": round(lookup["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
+        "labels_per_cpu_min_lookup_draft": round(lookup_draft["labels_per_cpu_minute"], 2),
+        "speedup_lookup_draft_cpu_time": round(lookup_draft["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
         "labels_identical": results["fast_vs_plain"]["prompts_identical"] == len(prompts),
         "labels_identical_lookup": results["lookup"]["vs_plain"]["prompts_identical"] == len(prompts),
+        "labels_identical_lookup_draft": results["lookup_draft"]["vs_plain"]["prompts_identical"] == len(prompts),
         "target_tokens_per_label_plain": round(plain["target_tokens_per_label"], 1),
         "target_tokens_per_label_fast": round(fast["target_tokens_per_label"], 1),
         "target_tokens_per_label_lookup": round(lookup["target_tokens_per_label"], 1),
+        "target_tokens_per_label_lookup_draft": round(lookup_draft["target_tokens_per_label"], 1),
         "wasted_share_fast": round(fast["wasted_share"], 4),
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),

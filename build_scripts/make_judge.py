@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
+from trtllm_autojudge.mining.run import LOCAL_REGENERATORS  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 
@@ -64,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=1, help="prompts mined together per rank")
     p.add_argument("--speculation-depth", type=int, default=8,
                    help="regenerations in flight per prompt (1: the plain loop; docs/mining.md)")
-    p.add_argument("--regenerator", choices=("transformers", "lookup"), default="transformers",
-                   help="mining's regeneration backend (lookup: one prompt at a time per rank, --batch-size 1; docs/mining.md)")
+    p.add_argument("--regenerator", choices=LOCAL_REGENERATORS, default="transformers",
+                   help="mining's regeneration backend (lookup, lookup-draft: one prompt at a time per rank, "
+                        "--batch-size 1; docs/mining.md)")
     p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
                    help="research-code shortcut that changes labels (default off; docs/mining.md)")
     p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")

@@ -209,14 +209,17 @@ def test_trtllm_backend_calls_the_llm_api_as_read(fake_trtllm):
     assert n > 20
 
 
-@pytest.mark.parametrize("min_window,max_window", [(1, 1), (2, 8), (8, 64)])
-def test_lookup_backend_equals_sequential_float64(min_window, max_window):
-    """Lookup regeneration (windows of earlier sequences verified in one forward) gives the
-    reference backend's greedy continuations exactly in float64, for every window setting."""
+@pytest.mark.parametrize("min_window,max_window,draft_window", [(1, 1, None), (2, 8, None), (8, 64, None),
+                                                               (1, 1, 1), (2, 8, 3), (8, 64, 8)])
+def test_lookup_backend_equals_sequential_float64(min_window, max_window, draft_window):
+    """Lookup regeneration (windows of earlier sequences, or of the draft's greedy tokens, verified
+    in one forward) gives the reference backend's greedy continuations exactly in float64, for every
+    window setting, with and without the draft."""
     from trtllm_autojudge.mining.lookup import LookupRegenerator
 
-    target, _ = tiny_pair(seed=3, dtype=torch.float64)
-    lookup, ref = LookupRegenerator(target, min_window, max_window), SessionRegenerator(target, reuse=False)
+    target, draft = tiny_pair(seed=3, dtype=torch.float64)
+    drafted = {} if draft_window is None else {"draft": draft, "draft_window": draft_window}
+    lookup, ref = LookupRegenerator(target, min_window, max_window, **drafted), SessionRegenerator(target, reuse=False)
     rounds, results, n = random_rounds(2), None, 0
     try:
         while True:
@@ -227,6 +230,24 @@ def test_lookup_backend_equals_sequential_float64(min_window, max_window):
     except StopIteration:
         pass
     assert n > 40
+    assert (lookup.draft_forwarded > 0) == (draft_window is not None)
+
+
+def test_lookup_draft_proposes_what_cannot_be_looked_up():
+    """A first response has nothing to look up: without a draft it costs a target forward per
+    token; with a draft that agrees with the target (the target itself) it costs one forward per
+    drafted window."""
+    from trtllm_autojudge.mining.lookup import LookupRegenerator
+
+    target, _ = tiny_pair(seed=3, dtype=torch.float64)
+    prompt = (5, 9, 11, 4)
+    request = RegenerationRequest(prompt, 4 + 60, frozenset(), None, "p")
+    alone, drafted = LookupRegenerator(target), LookupRegenerator(target, draft=target, draft_window=6)
+    (a,), (b,) = serve(alone, [request]), serve(drafted, [request])
+    assert a.sequence == b.sequence and len(a.sequence) == 64
+    assert drafted.forward_calls <= 60 // 7 + 2 < alone.forward_calls
+    with pytest.raises(ValueError, match="draft_window"):
+        LookupRegenerator(target, draft=target, draft_window=0)
 
 
 def test_lookup_verifies_a_repeated_continuation_in_few_forwards():

@@ -179,12 +179,14 @@ def test_fast_miner_equals_plain_on_random_pair_float64(pair64, plain_records, d
     assert sum(r["cost"]["target_forwarded_tokens"] for r in got) < sum(r["cost"]["target_forwarded_tokens"] for r in plain_records)
 
 
-def test_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records):
-    """`mine --regenerator lookup`: make_miner serves it lazily one request at a time; same labels."""
+@pytest.mark.parametrize("drafted", [False, True])
+def test_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records, drafted):
+    """`mine --regenerator lookup` / `lookup-draft`: make_miner serves it lazily one request at a
+    time; same labels."""
     from trtllm_autojudge.mining.lookup import LookupRegenerator
 
     target, draft = pair64
-    lookup = LookupRegenerator(target, min_window=2, max_window=16)
+    lookup = LookupRegenerator(target, min_window=2, max_window=16, draft=draft if drafted else None)
     miner = make_miner(target, draft, Parity(14), decode, MiningConfig(24, depth=8), 1, lookup)
     assert isinstance(miner, LabelMiner)
     got = mine_all(miner, tiny_prompts(8, seed=5))
@@ -268,3 +270,15 @@ def test_kill_inside_a_speculative_batch_then_resume(tmp_path):
     assert sorted(r["id"] for r in b) == sorted(r["id"] for r in a)  # nothing lost, nothing twice
     assert {r["id"]: r["labels"] for r in b} == {r["id"]: r["labels"] for r in a}
     assert [r["id"] for r in b][: len(before)] == before  # what was written stays as it was
+
+
+def test_local_regenerator_names():
+    """`--regenerator` / `--mine-regenerator` names: one factory for every verb."""
+    from trtllm_autojudge.mining.run import local_regenerator
+
+    target, draft = tiny_pair(seed=3)
+    assert local_regenerator("transformers", target, draft) is None
+    assert local_regenerator("lookup", target, draft).drafter is None
+    assert local_regenerator("lookup-draft", target, draft).drafter.lm is draft
+    with pytest.raises(ValueError, match="choose one of transformers, lookup, lookup-draft"):
+        local_regenerator("lookahead", target, draft)

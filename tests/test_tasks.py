@@ -297,6 +297,21 @@ def test_task_routes_through_mine_and_features(toy_verbs):
     assert FeatureSet.load(tmp / "f.safetensors").task == "toy"
 
 
+def test_mine_regenerator_lookup_draft_routes(toy_verbs, monkeypatch):
+    """`mine --regenerator lookup-draft` builds the draft-arbitrated lookup backend and mines every prompt."""
+    import trtllm_autojudge.mining.cli as mine_cli
+
+    tmp, _ = toy_verbs
+    built = []
+    real = mine_cli.local_regenerator
+    monkeypatch.setattr(mine_cli, "local_regenerator", lambda *a: built.append(real(*a)) or built[-1])
+    out = tmp / "labels_ld.jsonl"
+    assert cli(["mine", *TOY, "--out", str(out), "--max-new-tokens", "8", "--regenerator", "lookup-draft"]) == 0
+    (regenerator,) = built
+    assert regenerator.drafter is not None and regenerator.draft_forwarded > 0
+    assert [json.loads(x)["prompt_ids"][0] for x in out.read_text().splitlines()] == [3, 4, 5]
+
+
 def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
     tmp, judge = toy_verbs
     common = ["--max-new-tokens", "8", "--k", "2", "--judge", str(judge)]

@@ -12,9 +12,8 @@ import torch
 from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
-from ..mining.lookup import LookupRegenerator
 from ..mining.miner import MiningConfig
-from ..mining.run import make_miner, mine_prompts
+from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
@@ -68,8 +67,9 @@ def main_eval(argv: list[str]) -> int:
     p.add_argument("--mine-oracle", action="store_true", help="mine the oracle labels now (into OUT_DIR/oracle_labels.jsonl)")
     p.add_argument("--mine-batch-size", type=int, default=1,
                    help="prompts mined together for --mine-oracle (faster; labels keyed by prefix, so the same oracle)")
-    p.add_argument("--mine-regenerator", choices=("transformers", "lookup"), default="transformers",
-                   help="regeneration backend of --mine-oracle (see `mine --regenerator`; lookup needs --mine-batch-size 1)")
+    p.add_argument("--mine-regenerator", choices=LOCAL_REGENERATORS, default="transformers",
+                   help="regeneration backend of --mine-oracle (see `mine --regenerator`; lookup and lookup-draft "
+                        "need --mine-batch-size 1)")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
@@ -89,7 +89,7 @@ def main_eval(argv: list[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.mine_oracle:
         args.oracle_labels = str(out_dir / "oracle_labels.jsonl")
-        regenerator = LookupRegenerator(target) if args.mine_regenerator == "lookup" else None
+        regenerator = local_regenerator(args.mine_regenerator, target, draft)
         try:
             miner = make_miner(target, draft, checker, decode, MiningConfig(args.max_new_tokens), args.mine_batch_size, regenerator)
         except ValueError as e:

@@ -9,10 +9,9 @@ import sys
 from ..backends.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..tasks import add_task_args, task_from_args
-from .lookup import LookupRegenerator
 from .miner import MiningConfig
 from .mpi import world
-from .run import make_miner, mine_prompts
+from .run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 
 
 def problem_id(question: str) -> str:
@@ -36,10 +35,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
                    help="research-code shortcut, CHANGES LABELS: a draft token with target probability < P is "
                         "labelled important without regeneration (the research code uses 0.01; default off)")
-    p.add_argument("--regenerator", choices=("transformers", "lookup", "trtllm"), default="transformers",
+    p.add_argument("--regenerator", choices=(*LOCAL_REGENERATORS, "trtllm"), default="transformers",
                    help="backend serving the target's regenerations: transformers (batched, prefix KV reuse), "
                         "lookup (one at a time, each verifying windows of the sequence it branched from: "
-                        "fastest where a swap leaves the rest of the text alike, e.g. programs; --batch-size 1) "
+                        "fastest where a swap leaves the rest of the text alike, e.g. programs; --batch-size 1), "
+                        "lookup-draft (lookup, with the draft proposing where the text departs from it) "
                         "or the TensorRT-LLM LLM API (GPU hosts; needs --target PATH)")
     p.add_argument("--trtllm-max-seq-len", type=int, default=4096, help="max_seq_len of the TensorRT-LLM target")
     add_model_args(p)
@@ -58,8 +58,8 @@ def main(argv: list[str]) -> int:
         from ..backends.regen_trtllm import TrtllmRegenerator
 
         regenerator = TrtllmRegenerator.from_checkpoint(args.target, args.trtllm_max_seq_len)
-    elif args.regenerator == "lookup":
-        regenerator = LookupRegenerator(target)
+    else:
+        regenerator = local_regenerator(args.regenerator, target, draft)
     try:
         miner = make_miner(target, draft, task.checker, decode, config, args.batch_size, regenerator)
     except ValueError as e:

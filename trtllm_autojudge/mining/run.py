@@ -21,6 +21,19 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
              "wasted_target_tokens", "skipped_unlikely")
 
 
+LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft")  # `--regenerator` choices that run here
+
+
+def local_regenerator(name: str, target, draft) -> LookupRegenerator | None:
+    """The regeneration backend a command line names: None for ``transformers`` (make_miner's default),
+    the lookup one, or the lookup one arbitrated by the draft (docs/mining.md)."""
+    if name not in LOCAL_REGENERATORS:
+        raise ValueError(f"unknown regenerator {name!r}: choose one of {', '.join(LOCAL_REGENERATORS)}")
+    if name == "transformers":
+        return None
+    return LookupRegenerator(target, draft=draft if name == "lookup-draft" else None)
+
+
 def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1, regenerator=None):
     """Today's sequential miner for batch 1, depth 1 and no backend given, or for the one-request-at-a-time
     :class:`.lookup.LookupRegenerator` (served lazily: nothing speculative is computed and dropped);
