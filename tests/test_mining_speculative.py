@@ -193,6 +193,9 @@ def test_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records,
     for a, b in zip(got, plain_records):
         assert a["labels"] == b["labels"] and a["alt_answers"] == b["alt_answers"]
     assert lookup.forward_calls < sum(r["cost"]["target_forwarded_tokens"] for r in plain_records)
+    # the records count the draft's teacher-forced passes and the regenerator's proposals
+    assert sum(r["cost"]["draft_forwarded_tokens"] for r in got) == miner.draft.forwarded + lookup.draft_forwarded
+    assert (lookup.draft_forwarded > 0) == drafted
     with pytest.raises(ValueError, match="--batch-size 1"):
         make_miner(target, draft, Parity(14), decode, MiningConfig(24), 2, lookup)
 

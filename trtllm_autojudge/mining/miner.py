@@ -224,7 +224,7 @@ class LabelMiner:
             on_record(self.mine(prompt_ids, example, pid))
 
     def mine(self, prompt_ids: Sequence[int], example: dict | None = None, record_id: str | int | None = None) -> dict:
-        d_fwd, t0 = self.draft.forwarded, time.perf_counter()
+        d_fwd, t0 = self.draft_forwarded(), time.perf_counter()
         steps = mining_steps([int(t) for t in prompt_ids], example, self.checker, self.decode, self.config,
                              record_id, self.stop_ids)
         answer, queued = None, []
@@ -245,6 +245,10 @@ class LabelMiner:
         except StopIteration as done:
             record = done.value
         record["dtype"] = self.dtype
-        record["cost"].update(draft_forwarded_tokens=self.draft.forwarded - d_fwd,
+        record["cost"].update(draft_forwarded_tokens=self.draft_forwarded() - d_fwd,
                               seconds=round(time.perf_counter() - t0, 4))
         return record
+
+    def draft_forwarded(self) -> int:
+        """Draft tokens run so far: teacher-forced passes, and the regenerator's proposals (lookup-draft)."""
+        return self.draft.forwarded + getattr(self.regenerator, "draft_forwarded", 0)
