@@ -35,9 +35,8 @@ import torch  # noqa: E402
 from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
-from trtllm_autojudge.mining.lookup import LookupRegenerator  # noqa: E402
 from trtllm_autojudge.mining.miner import MiningConfig  # noqa: E402
-from trtllm_autojudge.mining.run import make_miner, mine_prompts  # noqa: E402
+from trtllm_autojudge.mining.run import local_regenerator, make_miner, mine_prompts  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
@@ -108,10 +107,10 @@ def main(argv=None) -> int:
     fast, fast_recs = run("fast", make_miner(target, draft, checker, decode, exact, args.batch_size), prompts, args.work)
     results["plain"], results["fast"] = rate(plain), rate(fast)
     results["fast_vs_plain"] = compare(fast_recs, plain_recs)
-    lookup, lookup_recs = run("lookup", make_miner(target, draft, checker, decode, exact, 1, LookupRegenerator(target)),
-                              prompts, args.work)
+    lookup, lookup_recs = run("lookup", make_miner(target, draft, checker, decode, exact, 1,
+                                                   local_regenerator("lookup", target, draft)), prompts, args.work)
     results["lookup"] = rate(lookup) | {"vs_plain": compare(lookup_recs, plain_recs)}
-    drafted = LookupRegenerator(target, draft=draft)
+    drafted = local_regenerator("lookup-draft", target, draft)
     lookup_draft, lookup_draft_recs = run("lookup-draft", make_miner(target, draft, checker, decode, exact, 1, drafted),
                                           prompts, args.work)
     results["lookup_draft"] = rate(lookup_draft) | {"vs_plain": compare(lookup_draft_recs, plain_recs),

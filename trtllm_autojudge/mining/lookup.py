@@ -27,9 +27,9 @@ prompt) and a reworded comment after a swap, which the target writes anew. After
 the alignment is searched again, so the lookup resumes where the text rejoins the reference.
 
 Every emitted token is the target's argmax after the tokens before it (the verify pass computes
-it), so the continuation is the greedy one, whatever proposed it. Verifying K tokens in one forward rounds differently
-from K one-token steps, so in float32 / bfloat16 a near-tie can break the other way, as in
-lossless speculative decoding (float64: equal, tests/test_mining_regeneration.py).
+it), so the continuation is the greedy one, whatever proposed it. Verifying K tokens in one
+forward rounds differently from K one-token steps, so in float32 / bfloat16 a near-tie can break
+the other way, as in lossless speculative decoding (float64: equal, tests/test_mining_regeneration.py).
 """
 from __future__ import annotations
 
