@@ -5,7 +5,8 @@ draft LM head over a vocabulary subset, see :mod:`.vocab_subset`; auto: the task
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
 ``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
-(:mod:`.cpu_linear`: bit-identical outputs, about twice the weight bandwidth).
+(:mod:`.cpu_linear`: bit-identical outputs, about twice the weight bandwidth), and each layer's q/k/v
+and gate/up projections stacked into one packed matmul each (:mod:`.sibling_linear`: bit-identical too).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from ..dtype_record import check_artifact_dtype
 from .cpu_linear import pack_linears
+from .sibling_linear import fuse_siblings
 from .dtype import CHOICES, dtype_name, resolve_dtype
 from .transformers_backend import TransformersLM
 
@@ -88,6 +90,7 @@ def load_pair(args: argparse.Namespace, task=None):
         raise SystemExit(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: the pair must share a tokenizer")
     _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer, task)
     pack_linears(target.model, draft.model, draft.head)  # bf16 on CPU: weights laid out once (same outputs)
+    fuse_siblings(target.model, draft.model)  # then q/k/v and gate/up as one matmul each (same outputs)
     return target, draft, tokenizer
 
 

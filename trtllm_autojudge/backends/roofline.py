@@ -46,6 +46,22 @@ def copy_bandwidth(nbytes: int = COPY_BYTES, repeats: int = 10, device: str | to
     return 2 * nbytes / best
 
 
+def read_seconds(model: nn.Module, repeats: int = 9) -> float:
+    """Median wall seconds to read every distinct weight tensor once (a max over its bits): the floor
+    of a step for any kernel, where the copy bound assumes reads run at copy speed."""
+    tensors = list({(p.device, p.data_ptr()): p.detach() for p in model.parameters()}.values())
+    bits = [t.view(torch.int16) if t.element_size() == 2 else t for t in tensors]
+    times = []
+    for _ in range(repeats + 1):  # the first warms up
+        _sync(tensors[0].device)
+        t0 = time.perf_counter()
+        for b in bits:
+            b.max()
+        _sync(tensors[0].device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
+
+
 def step_seconds(lm, prefix: Sequence[int], repeats: int = 9) -> tuple[float, float]:
     """Median wall and process-CPU seconds of one one-token step of ``lm`` after ``prefix`` (the
     cache trimmed back each time). CPU time leaves out waiting for a core on a shared machine."""

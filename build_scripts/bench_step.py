@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""One target step and one verify forward in each bf16 CPU weight layout, side by side in one process.
+
+    python build_scripts/bench_step.py --task gsm8k-program --threads 2 --repeats 40 \\
+        --out docs/results/bench_step.json
+
+Layouts (each a copy of the same bf16 target):
+- ``linear``: transformers' ``nn.Linear`` as loaded;
+- ``packed``: every linear's weight laid out once for oneDNN (``backends/cpu_linear.py``);
+- ``stacked``: packed, and each layer's q/k/v and gate/up projections stacked into one matmul each
+  (``backends/sibling_linear.py``): what ``load_pair`` builds.
+
+All three give bit-identical logits (checked here on a 100-token forward). Reported: the median wall
+time of a one-token step and of a ``K + 1``-token verify after a 100-token prefix, one forward of
+each layout in turn so drift hits them alike; the roofline bound of ``backends/roofline.py``; and
+the time to merely read every weight once (``roofline.read_seconds``), the floor of any kernel.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch  # noqa: E402
+
+from trtllm_autojudge.backends.cpu_linear import can_pack, pack_linears  # noqa: E402
+from trtllm_autojudge.backends.roofline import copy_bandwidth, read_seconds, weight_bytes  # noqa: E402
+from trtllm_autojudge.backends.sibling_linear import fuse_siblings  # noqa: E402
+from trtllm_autojudge.backends.transformers_backend import TransformersLM  # noqa: E402
+
+LAYOUTS = ("linear", "packed", "stacked")
+
+
+def layouts(lm) -> dict:
+    """``{layout: TransformersLM}``: bf16 copies of ``lm`` in each layout."""
+    out = {}
+    for name in LAYOUTS:
+        out[name] = TransformersLM(copy.deepcopy(lm.model).to(torch.bfloat16), lm.eos_token_ids, f"{lm.name} ({name})")
+        if name != "linear":
+            pack_linears(out[name].model)
+        if name == "stacked":
+            fuse_siblings(out[name].model)
+    return out
+
+
+def measure(lms: dict, prefix: list[int], k: int, repeats: int) -> dict:
+    """Median wall ms of a one-token step and a ``k + 1``-token verify per layout, one forward of each
+    layout in turn (the order rotated every repeat), each session trimmed back to ``prefix`` after."""
+    sessions = {name: lm.session() for name, lm in lms.items()}
+    for session in sessions.values():
+        session.forward(prefix)
+    names = list(lms)
+    times = {name: {"step_ms": [], "verify_ms": []} for name in names}
+    for r in range(repeats + 1):  # the first warms up
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            for key, n in (("step_ms", 1), ("verify_ms", k + 1)):
+                t0 = time.perf_counter()
+                sessions[name].forward([prefix[-1]] * n)
+                if r:
+                    times[name][key].append(1e3 * (time.perf_counter() - t0))
+                sessions[name].retain(len(prefix))
+    return {name: {key: statistics.median(v) for key, v in t.items()} for name, t in times.items()}
+
+
+def same_logits(lms: dict, prefix: list[int]) -> bool:
+    logits = [lm.session().forward(prefix).logits for lm in lms.values()]
+    return all(torch.equal(logits[0], other) for other in logits[1:])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="gsm8k-program", help="whose shipped adapter the embedded tuned target loads")
+    p.add_argument("--target", default="tuned", choices=("tuned", "raw"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--k", type=int, default=8, help="draft tokens per verify (the verify forwards K + 1)")
+    p.add_argument("--repeats", type=int, default=40, help="timed forwards of each kind per layout (median)")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    if not can_pack(torch.bfloat16, "cpu"):
+        raise SystemExit("bench_step needs a CPU torch build with oneDNN bf16: there is no packed layout to compare")
+    torch.set_num_threads(args.threads)
+    from trtllm_autojudge.backends.embedded import load_target
+    from trtllm_autojudge.tasks import load_task
+
+    adapter = load_task(args.task).shipped_model_path("adapter") if args.target == "tuned" else None
+    lm, _ = load_target(args.target, adapter=adapter)
+    lms = layouts(lm)
+    prefix = list(range(1000, 1100))
+    identical = same_logits(lms, prefix)
+    times = measure(lms, prefix, args.k, args.repeats)
+    bandwidth = copy_bandwidth()
+    bound_ms = 1e3 * weight_bytes(lms["stacked"].model) / bandwidth
+    read_ms = 1e3 * read_seconds(lms["stacked"].model, args.repeats)
+    result = {"layouts": times, "bit_identical_logits": identical, "bound_ms_per_step": bound_ms, "read_weights_ms": read_ms,
+              "copy_bandwidth_gb_s": bandwidth / 1e9, "threads": args.threads, "k": args.k,
+              "command": "python build_scripts/bench_step.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    print(f"bound {bound_ms:.1f} ms per step (copy {bandwidth / 1e9:.1f} GB/s, read + write); reading the weights "
+          f"once takes {read_ms:.1f} ms ({read_ms / bound_ms:.2f}x the bound); logits bit-identical: {identical}")
+    print(f"{'layout':<8} {'step ms':>8} {'x bound':>8} {f'verify K={args.k} ms':>16} {'in steps':>9}")
+    for name, t in times.items():
+        print(f"{name:<8} {t['step_ms']:8.1f} {t['step_ms'] / bound_ms:8.2f} {t['verify_ms']:16.1f} "
+              f"{t['verify_ms'] / t['step_ms']:9.2f}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
