@@ -5,6 +5,7 @@ from torch import nn
 
 from tiny_models import tiny_pair
 from trtllm_autojudge.backends.cpu_linear import PackedLinear, can_pack, pack_linears
+from trtllm_autojudge.backends.sibling_linear import SiblingGroup, SiblingLinear
 from trtllm_autojudge.backends.vocab_subset import SubsetHead
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
@@ -25,12 +26,19 @@ def test_packed_linear_equals_nn_linear_bitwise(bias):
                 assert torch.equal(packed(x), lin(x)), (n_in, n_out, shape)
 
 
-def test_packing_refuses_what_it_cannot_run():
+def stacked_q(lin):
+    k, v = (PackedLinear(nn.Linear(lin.in_features, 4).to(torch.bfloat16)) for _ in range(2))
+    packed = PackedLinear(lin)
+    return SiblingLinear(packed, SiblingGroup([packed, k, v]), 0)
+
+
+@pytest.mark.parametrize("layout", [PackedLinear, stacked_q])
+def test_packing_refuses_what_it_cannot_run(layout):
     lin32 = nn.Linear(8, 4)
     assert not can_pack(torch.float32, "cpu") and not can_pack(torch.bfloat16, "cuda")
     with pytest.raises(ValueError, match="bf16 CPU weight"):
         PackedLinear(lin32)
-    packed = PackedLinear(nn.Linear(8, 4).to(torch.bfloat16))
+    packed = layout(nn.Linear(8, 4).to(torch.bfloat16))
     with torch.no_grad(), pytest.raises(RuntimeError, match="cast or move the model before packing"):
         packed(torch.randn(2, 8))
     with pytest.raises(RuntimeError, match="for inference"):

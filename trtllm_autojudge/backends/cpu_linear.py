@@ -19,6 +19,17 @@ def can_pack(dtype: torch.dtype, device: torch.device | str) -> bool:
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
+def check_input(module: nn.Module, x: torch.Tensor, packed: torch.Tensor) -> None:
+    """Refuse what a packed weight cannot compute: another dtype or device than it was packed for
+    (the model cast or moved after packing), or an input that needs a gradient."""
+    name = type(module).__name__
+    if x.dtype != module.weight.dtype or module.weight.dtype != packed.dtype or x.device.type != "cpu":
+        raise RuntimeError(f"{name} packed for {packed.dtype} on cpu got {x.dtype} on {x.device}: "
+                           "cast or move the model before packing it (backends/loading.load_pair)")
+    if torch.is_grad_enabled() and x.requires_grad:  # the packed op records no gradient
+        raise RuntimeError(f"{name} is for inference: run under torch.no_grad() or train an unpacked model")
+
+
 class PackedLinear(nn.Module):
     """Inference-only ``nn.Linear`` whose weight is also kept in oneDNN's layout.
 
@@ -36,11 +47,7 @@ class PackedLinear(nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)  # not a parameter or buffer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., in] -> [..., out]
-        if x.dtype != self.weight.dtype or self.weight.dtype != self.packed.dtype or x.device.type != "cpu":
-            raise RuntimeError(f"PackedLinear packed for {self.packed.dtype} on cpu got {x.dtype} on {x.device}: "
-                               "cast or move the model before packing it (backends/cpu_linear.pack_linears)")
-        if torch.is_grad_enabled() and x.requires_grad:  # the packed op records no gradient
-            raise RuntimeError("PackedLinear is for inference: run under torch.no_grad() or train an unpacked model")
+        check_input(self, x, self.packed)
         bias = None if self.bias is None else self.bias.detach()
         y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, self.in_features).contiguous(), self.packed, bias,
                                                "none", [], "")  # [N, out]

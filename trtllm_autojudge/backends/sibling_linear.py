@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .cpu_linear import PackedLinear
+from .cpu_linear import PackedLinear, check_input
 
 SIBLING_NAMES = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # Llama, Mistral, Qwen2 naming
 
@@ -60,11 +60,7 @@ class SiblingLinear(nn.Module):
         self.group, self.index = group, index
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., in] -> [..., out]
-        if x.dtype != self.group.packed.dtype or x.device.type != "cpu" or self.weight.dtype != self.group.packed.dtype:
-            raise RuntimeError(f"SiblingLinear packed for {self.group.packed.dtype} on cpu got {x.dtype} on {x.device}: "
-                               "cast or move the model before packing it (backends/loading.load_pair)")
-        if torch.is_grad_enabled() and x.requires_grad:
-            raise RuntimeError("SiblingLinear is for inference: run under torch.no_grad() or train an unpacked model")
+        check_input(self, x, self.group.packed)
         return self.group.output(x, self.index)
 
     def extra_repr(self) -> str:
