@@ -12,8 +12,9 @@ Layouts (each a copy of the same bf16 target):
 
 All three give bit-identical logits (checked here on a 100-token forward). Reported: the median wall
 time of a one-token step and of a ``K + 1``-token verify after a 100-token prefix, one forward of
-each layout in turn so drift hits them alike; the roofline bound of ``backends/roofline.py``; and
-the time to merely read every weight once (``roofline.read_seconds``), the floor of any kernel.
+each layout in turn so drift hits them alike; the same layout's matmuls alone (every linear once on
+a random one-row input); the roofline bound of ``backends/roofline.py``; and the time to merely read
+every weight once (``roofline.read_seconds``), the floor of any kernel.
 """
 from __future__ import annotations
 
@@ -27,10 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
-from trtllm_autojudge.backends.cpu_linear import can_pack, pack_linears  # noqa: E402
+from trtllm_autojudge.backends.cpu_linear import PackedLinear, can_pack, pack_linears  # noqa: E402
 from trtllm_autojudge.backends.roofline import copy_bandwidth, read_seconds, weight_bytes  # noqa: E402
-from trtllm_autojudge.backends.sibling_linear import fuse_siblings  # noqa: E402
+from trtllm_autojudge.backends.sibling_linear import SiblingLinear, fuse_siblings  # noqa: E402
 from trtllm_autojudge.backends.transformers_backend import TransformersLM  # noqa: E402
 
 LAYOUTS = ("linear", "packed", "stacked")
@@ -67,6 +69,26 @@ def measure(lms: dict, prefix: list[int], k: int, repeats: int) -> dict:
     return {name: {key: statistics.median(v) for key, v in t.items()} for name, t in times.items()}
 
 
+def matmul_ms(lm, repeats: int) -> float:
+    """Median wall ms of every linear of ``lm.model`` once on a random one-row input, in its layout
+    (a stacked group computes once for its members): the matmuls of a step without the rest."""
+    inputs = {}
+    calls = []
+    for m in lm.model.modules():
+        if isinstance(m, (nn.Linear, PackedLinear, SiblingLinear)):
+            key = id(m.group) if isinstance(m, SiblingLinear) else id(m)
+            x = inputs.setdefault(key, torch.randn(1, m.in_features, dtype=lm.dtype))  # [1, in]
+            calls.append((m, x))
+    times = []
+    with torch.inference_mode():
+        for _ in range(repeats + 1):  # the first warms up
+            t0 = time.perf_counter()
+            for m, x in calls:
+                m(x)
+            times.append(1e3 * (time.perf_counter() - t0))
+    return statistics.median(times[1:])
+
+
 def same_logits(lms: dict, prefix: list[int]) -> bool:
     logits = [lm.session().forward(prefix).logits for lm in lms.values()]
     return all(torch.equal(logits[0], other) for other in logits[1:])
@@ -93,6 +115,8 @@ def main(argv=None) -> int:
     prefix = list(range(1000, 1100))
     identical = same_logits(lms, prefix)
     times = measure(lms, prefix, args.k, args.repeats)
+    for name, lm in lms.items():
+        times[name]["matmuls_ms"] = matmul_ms(lm, args.repeats)
     bandwidth = copy_bandwidth()
     bound_ms = 1e3 * weight_bytes(lms["stacked"].model) / bandwidth
     read_ms = 1e3 * read_seconds(lms["stacked"].model, args.repeats)
@@ -101,10 +125,11 @@ def main(argv=None) -> int:
               "command": "python build_scripts/bench_step.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     print(f"bound {bound_ms:.1f} ms per step (copy {bandwidth / 1e9:.1f} GB/s, read + write); reading the weights "
           f"once takes {read_ms:.1f} ms ({read_ms / bound_ms:.2f}x the bound); logits bit-identical: {identical}")
-    print(f"{'layout':<8} {'step ms':>8} {'x bound':>8} {f'verify K={args.k} ms':>16} {'in steps':>9}")
+    print(f"{'layout':<8} {'step ms':>8} {'x bound':>8} {f'verify K={args.k} ms':>16} {'in steps':>9} "
+          f"{'matmuls ms':>11} {'x bound':>8}")
     for name, t in times.items():
         print(f"{name:<8} {t['step_ms']:8.1f} {t['step_ms'] / bound_ms:8.2f} {t['verify_ms']:16.1f} "
-              f"{t['verify_ms'] / t['step_ms']:9.2f}")
+              f"{t['verify_ms'] / t['step_ms']:9.2f} {t['matmuls_ms']:11.1f} {t['matmuls_ms'] / bound_ms:8.2f}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -27,4 +27,5 @@ def test_layouts_are_what_they_name_and_agree_bitwise():
     times = STEP["measure"](lms, prefix, k=3, repeats=2)
     assert set(times) == {"linear", "packed", "stacked"}
     assert all(t["step_ms"] > 0 and t["verify_ms"] > 0 for t in times.values())
+    assert all(STEP["matmul_ms"](lm, repeats=2) > 0 for lm in lms.values())
     assert read_seconds(lms["stacked"].model, repeats=2) > 0

@@ -75,12 +75,9 @@ def fuse_siblings(*modules: nn.Module) -> int:
         for sub in module.modules():
             for child in sub.children():
                 parents.setdefault(id(child), set()).add(id(sub))
-    made, seen = 0, set()
+    made = 0
     for module in modules:
-        for sub in module.modules():
-            if id(sub) in seen:
-                continue
-            seen.add(id(sub))
+        for sub in module.modules():  # a module shared by two models is stacked on its first visit
             for names in SIBLING_NAMES:
                 members = [getattr(sub, n, None) for n in names]
                 if not all(type(m) is PackedLinear and len(parents[id(m)]) == 1 for m in members):
