@@ -92,7 +92,7 @@ def test_sampler_drive_reproduces_the_reference_loop(tree, use_op):
     tokens, judged, N = list(prompt), 0, tree.num_nodes
     paths = batch_paths([N], [tree.paths])
     while len(tokens) - len(prompt) < 20 and tokens[-1] != EOS:
-        node_tokens, _, _, _ = propose(draft.session(), tokens, tree, False)
+        node_tokens = propose(draft.session(), tokens, tree).node_tokens
         logits, hidden, _ = verify(target.session(), tokens, tree, node_tokens)  # [N+1, V], [N+1, H]
         index, _ = node_row_index([0], [N])
         acc = accept_requests(scorer, logits, hidden, index, node_tokens[None], np.array([N]), paths, np.array([0.5]),

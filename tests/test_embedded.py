@@ -258,7 +258,7 @@ def test_shipped_draft_vocab_keeps_lossless_exact(tuned):
     greedy = greedy_generate(target, prompt, max_new_tokens=24)
     spec = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), max_new_tokens=24)
     assert spec.tokens == greedy and sum(c.accepted for c in spec.cycles) > 0
-    drafted, _, _, _ = propose(draft.session(), prompt + greedy[:10], DraftTree.static([3, 2]), need_hidden=False)
+    drafted = propose(draft.session(), prompt + greedy[:10], DraftTree.static([3, 2])).node_tokens
     assert set(drafted.tolist()) <= set(subset.token_ids.tolist())
 
 

@@ -5,8 +5,10 @@ import torch
 
 from greedy_check import NEAR_TIE, greedy_gaps
 from tiny_models import EOS, VOCAB, tiny_pair
+from trtllm_autojudge.decoding import speculative
+from trtllm_autojudge.decoding.acceptance import accept_tree
 from trtllm_autojudge.decoding.modes import JudgeRule, TopKRule, VerifyContext
-from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
+from trtllm_autojudge.decoding.speculative import greedy_generate, leaf_may_matter, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 
@@ -127,6 +129,9 @@ def test_tree_logits_and_hidden_states_equal_plain_forwards(pair, tree):
                 m = tree.parents[m]
             seq = torch.tensor([ctx.prefix + chain[::-1]])
             for lm, hidden, logits in ((target, ctx.target_hidden, ctx.target_logits), (draft, ctx.draft_hidden, None)):
+                if lm is draft and torch.isnan(hidden[n]).all():
+                    assert n in tree.levels[-1]  # a leaf the walk never reached is not fed to the draft
+                    continue
                 with torch.no_grad():
                     h = lm.model.model(input_ids=seq).last_hidden_state[0, -1]
                 torch.testing.assert_close(hidden[n], h, atol=1e-4, rtol=1e-4)
@@ -138,12 +143,74 @@ def test_dd_dt_judge_runs_and_counts(pair):
     target, draft = pair
     rng = np.random.default_rng(0)
     F = feature_dim("DD-DT", draft.hidden_size, target.hidden_size)
-    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, "DD-DT", draft.hidden_size, target.hidden_size, 0.5)
+    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.2, "DD-DT", draft.hidden_size, target.hidden_size, 0.5)
     out = speculative_generate(target, draft, prompts(1)[0], tree=DraftTree.chain(4), rule=JudgeRule(head),
                                max_new_tokens=MAX_NEW)
     s = out.summary()
     assert 0 < s["judged_accepts"] <= s["accepted_per_cycle"] * s["cycles"]
-    assert s["target_forwards"] == s["cycles"] and s["draft_forwards"] == 5 * s["cycles"]  # K + 1 for DD
+    # K draft forwards a cycle, and one more to feed the leaf only where the walk reached it
+    assert s["target_forwards"] == s["cycles"]
+    assert all(c.draft_forwards == 4 or (c.draft_forwards == 5 and c.accepted >= 3) for c in out.cycles)
+    assert any(c.draft_forwards == 4 for c in out.cycles)
+
+
+def random_acceptance_case(rng, tree):
+    """Draft tokens, target argmax and a relaxed mask for one cycle, mostly exact matches."""
+    N = tree.num_nodes
+    draft_tokens = rng.integers(0, 3, size=(1, N))
+    argmax = np.where(rng.random((1, N + 1)) < 0.7, 0, rng.integers(0, 3, size=(1, N + 1)))
+    draft_tokens = np.where(rng.random((1, N)) < 0.7, 0, draft_tokens)
+    relaxed = rng.random((1, N + 1)) < 0.5
+    relaxed[:, 0] = False
+    return draft_tokens, argmax, relaxed
+
+
+@pytest.mark.parametrize("tree", [DraftTree.chain(1), DraftTree.chain(4), DraftTree.static([2, 2]),
+                                  DraftTree.static([3, 1, 2]), DraftTree.static([2, 1])], ids=lambda t: f"N{t.num_nodes}")
+def test_leaf_verdicts_matter_only_where_leaf_may_matter_says(tree):
+    """With the last level's verdicts withheld (the draft has not fed it), the walk's result is
+    the full walk's whenever leaf_may_matter is False: the lazy DD feeding changes no acceptance."""
+    rng = np.random.default_rng(0)
+    paths = tree.paths[None]
+    leaves = tree.levels[-1]
+    fed = differ = 0
+    for _ in range(400):
+        draft_tokens, argmax, relaxed = random_acceptance_case(rng, tree)
+        withheld = relaxed.copy()
+        withheld[:, leaves] = False
+        lazy = accept_tree(draft_tokens, argmax, paths, withheld)
+        full = accept_tree(draft_tokens, argmax, paths, relaxed)
+        if leaf_may_matter(int(lazy.accepted_len[0]), tree):
+            fed += 1
+            differ += any((a != b).any() for a, b in zip(vars(lazy).values(), vars(full).values()))
+        else:
+            for a, b in zip(vars(lazy).values(), vars(full).values()):
+                np.testing.assert_array_equal(a, b)
+    assert 0 < fed < 400 and differ > 0  # both branches ran, and feeding the leaves can matter
+
+
+@pytest.mark.parametrize("tree", [DraftTree.chain(4), DraftTree.static([2, 1, 1, 1])], ids=lambda t: f"N{t.num_nodes}")
+def test_lazy_leaf_feeding_equals_feeding_every_cycle(monkeypatch, tree):
+    """DD-DT decoding with the last level fed only where the walk may consult it == feeding it in
+    every cycle (float64, so that the draft's cache layout cannot move a near-tie)."""
+    target, draft = tiny_pair(seed=0, dtype=torch.float64)
+    rng = np.random.default_rng(3)
+    F = feature_dim("DD-DT", draft.hidden_size, target.hidden_size)
+    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.2, "DD-DT", draft.hidden_size,
+                     target.hidden_size, 0.5)
+    runs = {}
+    for eager in (False, True):
+        if eager:
+            monkeypatch.setattr(speculative, "leaf_may_matter", lambda accepted_len, tree: True)
+        runs[eager] = [speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head),
+                                            max_new_tokens=MAX_NEW) for prompt in prompts(3, seed=5)]
+    for lazy, eager in zip(runs[False], runs[True]):
+        assert lazy.tokens == eager.tokens
+        assert [(c.accepted, c.judged) for c in lazy.cycles] == [(c.accepted, c.judged) for c in eager.cycles]
+    judged = sum(c.judged for r in runs[False] for c in r.cycles)
+    saved = sum(c.draft_forwards for r in runs[True] for c in r.cycles) - sum(
+        c.draft_forwards for r in runs[False] for c in r.cycles)
+    assert judged > 0 and saved > 0
 
 
 def test_stops_at_eos_and_budget(pair):

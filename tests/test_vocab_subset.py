@@ -97,8 +97,8 @@ def test_no_token_outside_the_subset_is_drafted(tree):
     outside = 0
     for prompt in prompts(8, seed=9):
         seq = prompt + greedy_generate(target, prompt, 10, stop_ids=[])
-        drafted, _, _, _ = propose(draft.session(), seq, tree, need_hidden=True)
-        full, _, _, _ = propose(full_draft.session(), seq, tree, need_hidden=False)
+        drafted = propose(draft.session(), seq, tree).node_tokens
+        full = propose(full_draft.session(), seq, tree).node_tokens
         assert set(drafted.tolist()) <= ids
         outside += sum(int(t) not in ids for t in full)
     assert outside > 0  # the full head would have drafted outside tokens here

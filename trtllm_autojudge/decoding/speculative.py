@@ -5,7 +5,9 @@ the correction token. Words as in :mod:`.acceptance`.
 KV caches: each model's session has consumed ``tokens[:cached_len]``; the rest (at least the root)
 is PENDING and is fed at the start of the next forward. After a cycle the target keeps the cache
 entries of the accepted nodes (computed on their tokens, judged ones included, so they stay valid)
-and the correction token becomes the new root.
+and the correction token becomes the new root. The draft consumes the last level of the tree only
+when a DD judge's walk may consult a last-level node (:func:`leaf_may_matter`): for a chain of K,
+K draft forwards a cycle, K + 1 in the cycles whose first mismatch is the last node.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 
 from ..backends.protocol import LanguageModel, ModelSession
-from .acceptance import accept_tree
+from .acceptance import Acceptance, accept_tree
 from .modes import RelaxedRule, VerifyContext
 from .tree import DraftTree
 
@@ -89,45 +91,84 @@ def _is_chain(tree: DraftTree) -> bool:
     return tree.parents == tuple(range(-1, tree.num_nodes))
 
 
-def propose(
-    session: ModelSession, tokens: list[int], tree: DraftTree, need_hidden: bool
-) -> tuple[np.ndarray, torch.Tensor | None, dict[int, int], int]:
+@dataclass
+class Proposal:
+    """What the draft proposed in one cycle, and the draft state it left behind.
+
+    The draft consumes every level but the last while drafting (it needs their logits); the last
+    level's hidden states, which only a DD judge's verdict on a last-level node needs, are computed
+    by :func:`feed_last_level` when the acceptance walk may consult such a node.
+    """
+
+    node_tokens: np.ndarray  # [N] int64: token of node n at index n-1
+    slots: dict[int, int]  # cache slot of every node the draft consumed
+    hidden: dict[int, torch.Tensor]  # node -> [Hd]: draft hidden state with that node as input
+    forwards: int  # draft forwards so far
+    visible: int  # draft cache entries up to the root (what every node sees besides its path)
+    root_pos: int  # position of the root token
+
+    def draft_hidden(self, num_nodes: int) -> torch.Tensor:
+        """[N+1, Hd]: row n is node n's hidden state; NaN for a node not consumed (never accepted)."""
+        rows = torch.full((num_nodes + 1, self.hidden[0].shape[-1]), float("nan"), dtype=self.hidden[0].dtype)
+        for n, h in self.hidden.items():
+            rows[n] = h
+        return rows
+
+
+def _feed_level(session: ModelSession, tree: DraftTree, prop: Proposal, level: list[int]):
+    """One draft forward over the nodes of one level; records their cache slots and hidden states."""
+    base = session.cached_len
+    if _is_chain(tree):
+        out = session.forward([int(prop.node_tokens[level[0] - 1])])
+    else:
+        attend = [[prop.slots[a] for a in tree.path_to(n)[:-1]] + [base + i] for i, n in enumerate(level)]
+        out = session.forward(
+            [int(prop.node_tokens[n - 1]) for n in level],
+            positions=[prop.root_pos + int(tree.depths[n]) for n in level],
+            mask=_mask(prop.visible, base, attend),
+        )
+    prop.forwards += 1
+    for i, n in enumerate(level):
+        prop.slots[n], prop.hidden[n] = base + i, out.hidden[i]
+    return out
+
+
+def propose(session: ModelSession, tokens: list[int], tree: DraftTree) -> Proposal:
     """Draft the tree after ``tokens`` greedily (node n takes its parent's ranks[n]-th token).
 
-    Returns node tokens [N], draft hidden states [N+1, Hd] (or None), the cache slot of every node
-    the draft consumed, and the number of draft forwards.
+    The last level is drafted but not consumed: see :func:`feed_last_level`.
     """
     out = session.forward(tokens[session.cached_len :])
-    visible, root_pos = session.cached_len, len(tokens) - 1
-    logits, hidden = {0: out.logits[-1]}, {0: out.hidden[-1]}
-    node_tokens = np.zeros(tree.num_nodes, np.int64)
-    slots: dict[int, int] = {}
-    forwards, chain = 1, _is_chain(tree)
-    for d, level in enumerate(tree.levels):
+    prop = Proposal(np.zeros(tree.num_nodes, np.int64), {}, {0: out.hidden[-1]}, 1, session.cached_len, len(tokens) - 1)
+    logits = {0: out.logits[-1]}
+    levels = tree.levels
+    for d, level in enumerate(levels):
         for m in sorted({tree.parents[n] for n in level}):
             top = torch.topk(logits[m], max(tree.ranks[n] for n in level if tree.parents[n] == m) + 1).indices
             for n in level:
                 if tree.parents[n] == m:
-                    node_tokens[n - 1] = int(top[tree.ranks[n]])
-        if d == len(tree.levels) - 1 and not need_hidden:
-            break
-        base = session.cached_len
-        if chain:
-            out = session.forward([int(node_tokens[level[0] - 1])])
-        else:
-            attend = [[slots[a] for a in tree.path_to(n)[:-1]] + [base + i] for i, n in enumerate(level)]
-            out = session.forward(
-                [int(node_tokens[n - 1]) for n in level],
-                positions=[root_pos + int(tree.depths[n]) for n in level],
-                mask=_mask(visible, base, attend),
-            )
-        forwards += 1
-        for i, n in enumerate(level):
-            slots[n], logits[n], hidden[n] = base + i, out.logits[i], out.hidden[i]
-    draft_hidden = None
-    if need_hidden:
-        draft_hidden = torch.stack([hidden[n] for n in range(tree.num_nodes + 1)])  # [N+1, Hd]
-    return node_tokens, draft_hidden, slots, forwards
+                    prop.node_tokens[n - 1] = int(top[tree.ranks[n]])
+        if d < len(levels) - 1:
+            out = _feed_level(session, tree, prop, level)
+            logits.update((n, out.logits[i]) for i, n in enumerate(level))
+    return prop
+
+
+def feed_last_level(session: ModelSession, tree: DraftTree, prop: Proposal) -> None:
+    """Consume the last level, so that :meth:`Proposal.draft_hidden` has every row."""
+    _feed_level(session, tree, prop, tree.levels[-1])
+
+
+def leaf_may_matter(accepted_len: int, tree: DraftTree) -> bool:
+    """Whether a rule's verdict on a last-level node can change this cycle's acceptance.
+
+    The walk consults a node's rule only when every ancestor was accepted, so with a best accepted
+    length below D - 1 no leaf was reached on any path. A chain that reached its leaf and accepted
+    it had an exact match there (no verdict needed); in a tree another leaf's verdict could still
+    change the best path.
+    """
+    D = tree.max_depth
+    return accepted_len == D - 1 if _is_chain(tree) else accepted_len >= D - 1
 
 
 def verify(session: ModelSession, tokens: list[int], tree: DraftTree, node_tokens: np.ndarray):
@@ -184,28 +225,43 @@ def speculative_generate(
     if fused and not getattr(rule, "fusable", False):
         raise ValueError("fused acceptance needs a JudgeRule with setup DT or DD-DT")
     result = GenerationResult(list(tokens), [], "budget")
-    while len(tokens) - n_prompt < max_new_tokens:
-        t0 = _sync(device)
-        node_tokens, draft_hidden, d_slots, d_forwards = propose(d_sess, tokens, tree, need_hidden)
-        t1 = _sync(device)
-        logits, hidden, keep = verify(t_sess, tokens, tree, node_tokens)
-        t2 = _sync(device)
-        ctx = VerifyContext(list(tokens), tree, node_tokens[None], parents, logits, hidden, draft_hidden)
+
+    def decide(ctx: VerifyContext) -> tuple[Acceptance, float]:  # the acceptance, and the rule's seconds
+        t = _sync(device)
         if fused:
             acc = rule.accept_fused(ctx, paths)
-            t_rule = _sync(device) - t2
-        else:
-            relaxed = None if rule is None else rule(ctx)
-            t_rule = _sync(device) - t2
-            acc = accept_tree(node_tokens[None], logits.argmax(-1).cpu().numpy()[None], paths, relaxed)
+            return acc, _sync(device) - t
+        relaxed = None if rule is None else rule(ctx)
+        t_rule = _sync(device) - t
+        return accept_tree(ctx.draft_tokens, ctx.target_logits.argmax(-1).cpu().numpy()[None], paths, relaxed), t_rule
+
+    while len(tokens) - n_prompt < max_new_tokens:
+        t0 = _sync(device)
+        prop = propose(d_sess, tokens, tree)
+        t1 = _sync(device)
+        logits, hidden, keep = verify(t_sess, tokens, tree, prop.node_tokens)
+        t2 = _sync(device)
+        ctx = VerifyContext(list(tokens), tree, prop.node_tokens[None], parents, logits, hidden,
+                            prop.draft_hidden(tree.num_nodes) if need_hidden else None)
+        acc, t_rule = decide(ctx)
+        t_leaves = 0.0
+        if need_hidden and leaf_may_matter(int(acc.accepted_len[0]), tree):
+            # the walk reached the last level, whose draft hidden rows were NaN (never accepted):
+            # feed it and decide again, as if it had been fed while drafting (the same acceptance)
+            t_l = _sync(device)
+            feed_last_level(d_sess, tree, prop)
+            t_leaves = _sync(device) - t_l
+            ctx.draft_hidden = prop.draft_hidden(tree.num_nodes)
+            acc, t_again = decide(ctx)
+            t_rule += t_again
         new = acc.tokens(0)
         nodes = [int(n) for n in paths[0, acc.best_path[0], 1 : acc.accepted_len[0] + 1]]
         t_sess.retain(keep, [keep + n - 1 for n in nodes])
-        d_nodes = nodes[: next((i for i, n in enumerate(nodes) if n not in d_slots), len(nodes))]
-        d_sess.retain(len(tokens), [d_slots[n] for n in d_nodes])
+        d_nodes = nodes[: next((i for i, n in enumerate(nodes) if n not in prop.slots), len(nodes))]
+        d_sess.retain(len(tokens), [prop.slots[n] for n in d_nodes])
         t3 = _sync(device)
         result.cycles.append(CycleMetrics(int(acc.accepted_len[0]), int(acc.judged_count[0]), tree.num_nodes,
-                                          d_forwards, 1, t1 - t0, t2 - t1, t3 - t2, t_rule))
+                                          prop.forwards, 1, t1 - t0 + t_leaves, t2 - t1, t3 - t2 - t_leaves, t_rule))
         budget = max_new_tokens - (len(tokens) - n_prompt)
         for t in new[:budget]:
             tokens.append(t)
