@@ -1,9 +1,11 @@
 """`bench` on the tiny pair: the roofline's parts and the bench_cpu.json keys, measured in one run."""
 import numpy as np
+import pytest
 import torch
 
 from tiny_models import tiny_pair
 from trtllm_autojudge.backends.roofline import Roofline, copy_bandwidth, step_seconds, weight_bytes
+from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.bench import run_bench
 from trtllm_autojudge.evaluation.runner import Question
@@ -37,7 +39,10 @@ def test_bench_reports_every_mode_and_the_roofline():
     F = feature_dim("DT", draft.hidden_size, target.hidden_size)
     judge = JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), 0.0, "DT", draft.hidden_size, target.hidden_size, 0.5)
     questions = [Question(f"q{i}", [3 + i, 9, 17], None) for i in range(2)]
-    out = run_bench(target, draft, questions, DraftTree.chain(3), judge, None, repeats=2, max_new_tokens=8)
+    F2 = feature_dim("DD-DT", draft.hidden_size, target.hidden_size)
+    other = JudgeHead(np.zeros(F2), np.zeros(F2), np.ones(F2), 0.0, "DD-DT", draft.hidden_size, target.hidden_size, 0.3)
+    out = run_bench(target, draft, questions, DraftTree.chain(3), [JudgeRule(judge), JudgeRule(other)], repeats=2,
+                    max_new_tokens=8)
     for key in ("target_only_tokens_per_s", "lossless_tokens_per_s", "autojudge_tokens_per_s", "bound_ms_per_step",
                 "step_ms"):
         assert out[key] > 0, key
@@ -49,3 +54,16 @@ def test_bench_reports_every_mode_and_the_roofline():
     assert med["target-only"]["tokens_per_forward"] == 1.0 and med["lossless"]["tokens_per_forward"] >= 1.0
     assert np.isclose(out["step_over_bound"], out["step_ms"] / out["bound_ms_per_step"])
     assert "roofline:" in out["table"] and "lossless / target-only" in out["table"]
+    assert set(med) == {"target-only", "lossless", "autojudge", "autojudge-2"}  # the second judge: one more mode
+    assert out["judges"] == {"autojudge": {"setup": "DT", "threshold": 0.5},
+                             "autojudge-2": {"setup": "DD-DT", "threshold": 0.3}}
+    assert out["autojudge_tokens_per_s"] == med["autojudge"]["tokens_per_s"] and out["threshold"] == 0.5
+    assert np.isclose(out["ratios"]["autojudge-2 / lossless"],
+                      med["autojudge-2"]["tokens_per_s"] / med["lossless"]["tokens_per_s"])
+    assert "autojudge-2: DD-DT judge, threshold 0.3" in out["table"]
+
+
+def test_bench_needs_a_judge():
+    target, draft = tiny_pair(seed=0)
+    with pytest.raises(ValueError, match="at least one judge"):
+        run_bench(target, draft, [Question("q", [3, 9], None)], DraftTree.chain(2), [], repeats=1, max_new_tokens=4)

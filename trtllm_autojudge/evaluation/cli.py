@@ -12,12 +12,13 @@ import torch
 from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
+from ..decoding.modes import JudgeRule
 from ..mining.miner import MiningConfig
 from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
-from .common import add_decoding_args, draft_tree, judge_thresholds, load_judge, questions_from
+from .common import add_decoding_args, draft_tree, judge_thresholds, load_judge, load_judge_file, questions_from
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
@@ -135,6 +136,9 @@ def main_bench(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="trtllm-autojudge bench", description=__doc__)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threshold", type=float, default=None, help="AutoJudge threshold (default: the judge file's)")
+    p.add_argument("--compare-judge", action="append", default=[], metavar="PATH",
+                   help="another judge file, run as one more mode (autojudge-2, ...) at its own default threshold; "
+                        "repeatable")
     p.add_argument("--out", default=None, help="also write the result as JSON here (e.g. docs/results/bench_cpu.json)")
     add_task_args(p)
     add_model_args(p)
@@ -149,7 +153,12 @@ def main_bench(argv: list[str]) -> int:
     judge = load_judge(args, target, draft, required=True, task=task)
     questions = questions_from(problems, tokenizer, task)
     tree = draft_tree(args)
-    result = run_bench(target, draft, questions, tree, judge, args.threshold, args.repeats, args.max_new_tokens)
+    rules = [JudgeRule(judge, args.threshold)] + [JudgeRule(load_judge_file(path, target, draft))
+                                                   for path in args.compare_judge]
+    result = run_bench(target, draft, questions, tree, rules, args.repeats, args.max_new_tokens)
+    files = [args.judge or f"shipped {task.shipped_judge_path().name}", *args.compare_judge]  # as given
+    for info, file in zip(result["judges"].values(), files):
+        info["file"] = file
     subset = getattr(draft.head, "subset", None)
     result.update(task=task.name, dtype=dtype_name(target.dtype), command=shlex.join(["trtllm-autojudge", "bench", *argv]),
                   target=target.name, draft=draft.name, draft_vocab=None if subset is None else subset.size,

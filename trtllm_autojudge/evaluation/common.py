@@ -50,6 +50,11 @@ def load_judge(args: argparse.Namespace, target, draft, required: bool, task: Ta
         if required:
             raise SystemExit("this command needs a judge file for your models: --judge PATH (trtllm-autojudge train)")
         return None
+    return load_judge_file(path, target, draft)
+
+
+def load_judge_file(path, target, draft) -> JudgeHead:
+    """The judge at ``path``, checked against the pair (hidden sizes, model names, dtype)."""
     if not Path(path).is_file():
         raise SystemExit(f"judge file {path} not found")
     try:
