@@ -1,7 +1,7 @@
 """Wall clock on one machine, in one run, interleaved: target-only greedy, lossless speculative
 decoding, and AutoJudge with one judge or several (``--compare-judge``: DT beside DD-DT, say).
-Each repeat runs every question in every mode, rotating the order of the
-modes, so drift in the machine's speed hits all modes alike; medians over repeats are reported.
+Each repeat runs every question in every mode, rotating the order of the modes, so drift in the
+machine's speed hits all modes alike; medians over repeats are reported.
 
 Beside wall clock, each mode's process CPU time is summed: on a shared machine, a process that waits
 for a core loses wall time but not CPU time, so with one thread (``--threads 1``) tokens per
