@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from tiny_models import EOS, VOCAB, tiny_pair
-from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator, common_prefix_len
+from trtllm_autojudge.backends.prompt_lookup import LookupWindows, common_prefix_len
+from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
 from trtllm_autojudge.backends.regeneration import Continuation, RegenerationRequest, Server, cut, serve
 from trtllm_autojudge.mining.cached_lm import SessionRegenerator
 
@@ -68,6 +69,73 @@ def test_requests_joining_a_running_batch_float64():
     while len(got) < len(reqs):
         got.update(fast.collect())
     assert [got[t].sequence for t in tickets] == [r.sequence for r in expected] and len(reqs) > 8
+
+
+class CheckedRegenerator(TransformersRegenerator):
+    """Compacts after 4 holes; asserts after every admission that no row trails the widest by more
+    (or by half the longest row), and counts the compactions."""
+
+    hole_slack = 4
+    compactions = 0
+
+    def _admit(self):
+        holes = self.mask is not None and self.mask.shape[1] - int(self.mask.sum(1).max())
+        super()._admit()
+        if self.mask is not None:
+            longest = int(self.mask.sum(1).max())
+            assert self.mask.shape[1] - longest <= max(4, longest // 2)
+            self.compactions += bool(holes) and self.mask.shape[1] - longest < holes
+
+
+@pytest.mark.parametrize("max_rows,min_window,max_window", [(1, 1, 1), (5, 2, 8), (64, 8, 64), (3, 4, 16)])
+def test_batched_lookup_equals_sequential_float64(max_rows, min_window, max_window):
+    """The batched backend verifying looked-up windows (rows right-padded to the longest window,
+    rejected tokens masked out) gives the reference backend's greedy continuations in float64."""
+    target, _ = tiny_pair(seed=3, dtype=torch.float64)
+    lookup = CheckedRegenerator(target, max_rows=max_rows, lookup=LookupWindows(min_window, max_window))
+    ref = SessionRegenerator(target, reuse=False)
+    rounds, results, n = random_rounds(4), None, 0
+    try:
+        while True:
+            reqs = rounds.send(results)
+            results, expected = serve(lookup, reqs), serve(ref, reqs)
+            assert [r.sequence for r in results] == [r.sequence for r in expected]
+            n += len(reqs)
+    except StopIteration:
+        pass
+    assert n > 40 and lookup.compactions > 0
+
+
+def test_batched_lookup_joining_rows_and_few_forwards_float64():
+    """Rows join a running lookup batch; a request repeating a continuation already computed is
+    looked up (few batched forwards, not one per token); the cache stays compact."""
+    target, _ = tiny_pair(seed=3, dtype=torch.float64)
+    ref = SessionRegenerator(target, reuse=False)
+    rounds = random_rounds(5, rounds=2)
+    first = next(rounds)
+    reqs = first + rounds.send(serve(ref, first))
+    expected = serve(ref, reqs)
+    backend = CheckedRegenerator(target, max_rows=4, lookup=LookupWindows(2, 32))
+    fast, got, tickets = Server(backend), {}, []
+    for start in range(0, len(reqs), 3):
+        tickets += fast.submit(reqs[start:start + 3])
+        got.update(fast.collect())
+    while len(got) < len(reqs):
+        got.update(fast.collect())
+    assert [got[t].sequence for t in tickets] == [r.sequence for r in expected] and len(reqs) > 8
+    # the same requests again, from 5 tokens in: every continuation is in the references
+    again = [RegenerationRequest(tuple(r.sequence[:len(q.prefix)]), q.max_len, q.stop_ids, q.is_final, q.owner)
+             for q, r in zip(reqs, expected)]
+    calls, tokens = backend.forward_calls, sum(len(r.sequence) - len(q.prefix) for q, r in zip(again, expected))
+    assert [r.sequence for r in serve(backend, again)] == [r.sequence for r in expected]
+    assert backend.forward_calls - calls < tokens / 4
+
+
+def test_lookup_windows_refuse_bad_sizes():
+    with pytest.raises(ValueError, match="min_window <= max_window"):
+        LookupWindows(8, 4)
+    with pytest.raises(ValueError, match="references"):
+        LookupWindows(references=0)
 
 
 def test_backend_request_and_response_shapes():
@@ -253,7 +321,8 @@ def test_lookup_draft_proposes_what_cannot_be_looked_up():
 def test_lookup_verifies_a_repeated_continuation_in_few_forwards():
     """A request branching off a sequence the target already continued greedily: the continuation
     after the branch point is looked up, so it costs a few forwards, not one per token."""
-    from trtllm_autojudge.mining.lookup import LookupRegenerator, realign
+    from trtllm_autojudge.backends.prompt_lookup import realign
+    from trtllm_autojudge.mining.lookup import LookupRegenerator
 
     target, _ = tiny_pair(seed=3, dtype=torch.float64)
     lookup = LookupRegenerator(target, min_window=4, max_window=32)

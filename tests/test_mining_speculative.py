@@ -200,6 +200,22 @@ def test_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records,
         make_miner(target, draft, Parity(14), decode, MiningConfig(24), 2, lookup)
 
 
+@pytest.mark.parametrize("depth,batch_size", [(1, 3), (3, 8)])
+def test_batched_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records, depth, batch_size):
+    """`mine --regenerator lookup --batch-size B`: the fast miner on the batched backend verifying
+    looked-up windows; the plain miner's labels."""
+    from trtllm_autojudge.mining.run import local_regenerator
+
+    target, draft = pair64
+    regenerator = local_regenerator("lookup", target, draft, batch_size)
+    miner = make_miner(target, draft, Parity(14), decode, MiningConfig(24, depth=depth), batch_size, regenerator)
+    assert isinstance(miner, FastLabelMiner)
+    got = mine_all(miner, tiny_prompts(8, seed=5))
+    for a, b in zip(got, plain_records):
+        assert a["labels"] == b["labels"] and a["alt_answers"] == b["alt_answers"]
+    assert regenerator.forward_calls < sum(r["cost"]["target_forwarded_tokens"] for r in plain_records)
+
+
 def test_skip_unlikely_labels_low_probability_tokens_important(pair64):
     target, draft = pair64
     prompts = tiny_prompts(6, seed=5)
@@ -283,5 +299,9 @@ def test_local_regenerator_names():
     assert local_regenerator("transformers", target, draft) is None
     assert local_regenerator("lookup", target, draft).drafter is None
     assert local_regenerator("lookup-draft", target, draft).drafter.lm is draft
+    batched = local_regenerator("lookup", target, draft, batch_size=4)
+    assert isinstance(batched, TransformersRegenerator) and batched.lookup is not None
+    with pytest.raises(ValueError, match="lookup-draft .*one prompt at a time.*--regenerator lookup to batch"):
+        local_regenerator("lookup-draft", target, draft, batch_size=2)
     with pytest.raises(ValueError, match="choose one of transformers, lookup, lookup-draft"):
         local_regenerator("lookahead", target, draft)

@@ -69,8 +69,8 @@ def main_eval(argv: list[str]) -> int:
     p.add_argument("--mine-batch-size", type=int, default=1,
                    help="prompts mined together for --mine-oracle (faster; labels keyed by prefix, so the same oracle)")
     p.add_argument("--mine-regenerator", choices=LOCAL_REGENERATORS, default="transformers",
-                   help="regeneration backend of --mine-oracle (see `mine --regenerator`; lookup and lookup-draft "
-                        "need --mine-batch-size 1)")
+                   help="regeneration backend of --mine-oracle (see `mine --regenerator`; lookup-draft "
+                        "needs --mine-batch-size 1)")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
@@ -90,8 +90,8 @@ def main_eval(argv: list[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.mine_oracle:
         args.oracle_labels = str(out_dir / "oracle_labels.jsonl")
-        regenerator = local_regenerator(args.mine_regenerator, target, draft)
         try:
+            regenerator = local_regenerator(args.mine_regenerator, target, draft, args.mine_batch_size)
             miner = make_miner(target, draft, checker, decode, MiningConfig(args.max_new_tokens), args.mine_batch_size, regenerator)
         except ValueError as e:
             raise SystemExit(f"eval: {e}") from None

@@ -37,9 +37,10 @@ def main(argv: list[str]) -> int:
                         "labelled important without regeneration (the research code uses 0.01; default off)")
     p.add_argument("--regenerator", choices=(*LOCAL_REGENERATORS, "trtllm"), default="transformers",
                    help="backend serving the target's regenerations: transformers (batched, prefix KV reuse), "
-                        "lookup (one at a time, each verifying windows of the sequence it branched from: "
-                        "fastest where a swap leaves the rest of the text alike, e.g. programs; --batch-size 1), "
-                        "lookup-draft (lookup, with the draft proposing where the text departs from it) "
+                        "lookup (each regeneration verifies windows of the sequence it branched from: fastest where a "
+                        "swap leaves the rest of the text alike, e.g. programs; with --batch-size > 1 the rows of "
+                        "the batched backend do), lookup-draft (lookup, with the draft proposing where the text "
+                        "departs from it; --batch-size 1) "
                         "or the TensorRT-LLM LLM API (GPU hosts; needs --target PATH)")
     p.add_argument("--trtllm-max-seq-len", type=int, default=4096, help="max_seq_len of the TensorRT-LLM target")
     add_model_args(p)
@@ -58,9 +59,9 @@ def main(argv: list[str]) -> int:
         from ..backends.regen_trtllm import TrtllmRegenerator
 
         regenerator = TrtllmRegenerator.from_checkpoint(args.target, args.trtllm_max_seq_len)
-    else:
-        regenerator = local_regenerator(args.regenerator, target, draft)
     try:
+        if regenerator is None:
+            regenerator = local_regenerator(args.regenerator, target, draft, args.batch_size)
         miner = make_miner(target, draft, task.checker, decode, config, args.batch_size, regenerator)
     except ValueError as e:
         raise SystemExit(f"mine: {e}") from None

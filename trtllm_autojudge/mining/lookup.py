@@ -1,22 +1,12 @@
-"""Regeneration by lookup: greedy continuations verified against the sequences already computed.
+"""Regeneration by lookup, one request at a time: greedy continuations verified against the
+sequences already computed.
 
-A regeneration in label mining is the target's greedy continuation after ONE swapped token, and it
-mostly repeats the sequence it branched from: a renamed variable or a reworded comment changes a
-few tokens, and the rest of a program is the same text. :class:`LookupRegenerator` serves requests
-one at a time on a :class:`~.cached_lm.CachedLM` of the target, as
-:class:`~.cached_lm.SessionRegenerator` does, but proposes the next tokens from the owner's earlier
-sequences (the reference) and verifies a window of them in one forward: speculative decoding with
-a text lookup as the draft, as in prompt-lookup decoding.
-
-- The reference is the owner's sequence sharing the longest prefix with the request (the request
-  itself when there is none, so a first response copies from its prompt).
-- The window continues the reference at ``len(seq) + offset``. The offset starts at 0 (the swapped
-  token replaced one token) and stays after a mismatch (the target's token replaced the
-  reference's), so a renamed variable costs one verify per occurrence.
-- When a window is rejected at its first token, the offset is found again: the last 3 (else 2)
-  tokens of the sequence, at their occurrence in the reference nearest to the old alignment.
-- The window doubles after a fully accepted one (up to ``max_window``) and drops to
-  ``min_window`` after a rejection.
+:class:`LookupRegenerator` serves requests one at a time on a :class:`~.cached_lm.CachedLM` of the
+target, as :class:`~.cached_lm.SessionRegenerator` does, but proposes the next tokens from the
+owner's earlier sequences and verifies a window of them in one forward: speculative decoding with a
+text lookup as the draft, as in prompt-lookup decoding. The windows (reference, offset, re-alignment,
+window sizes) are :mod:`..backends.prompt_lookup`'s, shared with the batched lookup of
+:class:`..backends.regen_transformers.TransformersRegenerator`.
 
 With a ``draft`` model (``--regenerator lookup-draft``) the draft arbitrates every window: its
 greedy token after the sequence is computed first (one draft step, KV reused); when it equals the
@@ -33,27 +23,10 @@ the other way, as in lossless speculative decoding (float64: equal, tests/test_m
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 from ..backends.protocol import LanguageModel
-from ..backends.regen_transformers import common_prefix_len
+from ..backends.prompt_lookup import LookupCursor, LookupWindows, References
 from ..backends.regeneration import RegenerationRequest
 from .cached_lm import CachedLM, SessionRegenerator
-
-NGRAMS = (3, 2)  # lengths of the tail searched in the reference to re-align, longest first
-
-
-def realign(seq: Sequence[int], ref: Sequence[int], expected: int) -> int | None:
-    """Index in ``ref`` right after an occurrence of the last n tokens of ``seq`` (n in :data:`NGRAMS`),
-    the occurrence nearest to ``expected``; None when no tail occurs."""
-    for n in NGRAMS:
-        if len(seq) < n:
-            continue
-        tail = list(seq[-n:])
-        hits = [j for j in range(n, len(ref) + 1) if ref[j - 1] == tail[-1] and list(ref[j - n:j]) == tail]
-        if hits:
-            return min(hits, key=lambda j: abs(j - expected))
-    return None
 
 
 class LookupRegenerator(SessionRegenerator):
@@ -66,17 +39,15 @@ class LookupRegenerator(SessionRegenerator):
 
     def __init__(self, lm: LanguageModel, min_window: int = 8, max_window: int = 64, references: int = 8,
                  draft: LanguageModel | None = None, draft_window: int = 8):
-        if not 1 <= min_window <= max_window:
-            raise ValueError(f"need 1 <= min_window <= max_window, got {min_window} and {max_window}")
         if draft_window < 1:
             raise ValueError(f"draft_window must be >= 1, got {draft_window}")
         if draft is not None and draft.vocab_size != lm.vocab_size:
             raise ValueError(f"draft vocab {draft.vocab_size} != target vocab {lm.vocab_size}: they must share a tokenizer")
+        self.windows = LookupWindows(min_window, max_window, references)
         super().__init__(lm, reuse=True)
-        self.min_window, self.max_window, self.references = min_window, max_window, references
         self.drafter = None if draft is None else CachedLM(draft, reuse=True)
         self.draft_window = draft_window
-        self.refs: dict[str, list[list[int]]] = {}  # owner -> recent complete sequences, newest last
+        self.refs = References(references)
         self.forward_calls = 0
 
     @property
@@ -85,18 +56,8 @@ class LookupRegenerator(SessionRegenerator):
 
     def continue_request(self, r: RegenerationRequest) -> list[int]:
         seq = self._continue(r)
-        kept = self.refs.setdefault(r.owner, [])
-        kept.append(seq)
-        del kept[:-self.references]
+        self.refs.add(r.owner, seq)
         return seq
-
-    def _reference(self, request: RegenerationRequest) -> list[int]:
-        best, best_len = list(request.prefix), -1
-        for ref in self.refs.get(request.owner, ()):
-            n = common_prefix_len(ref, request.prefix)
-            if n > best_len:
-                best, best_len = ref, n
-        return best
 
     def _draft_next(self, seq: list[int]) -> int:
         self.drafter.extend_to(seq)
@@ -119,11 +80,10 @@ class LookupRegenerator(SessionRegenerator):
         seq = [int(t) for t in r.prefix]
         if r.finished:
             return seq
-        ref, offset, window = self._reference(r), 0, self.min_window
+        cursor = LookupCursor(self.refs.best(r.owner, r.prefix), self.windows)
         while True:
             room = r.max_len - len(seq) - 1  # the last new token is the target's
-            start = len(seq) + offset
-            guess, looked_up = self._proposal(seq, ref[start:start + min(window, room)], room)  # [W]
+            guess, looked_up = self._proposal(seq, cursor.propose(seq, room), room)  # [W]
             before = self.cached.forwarded
             self.cached.extend_to(seq + guess)
             self.forward_calls += self.cached.forwarded > before
@@ -135,11 +95,4 @@ class LookupRegenerator(SessionRegenerator):
                 seq.append(t)
                 if t in r.stop_ids or len(seq) >= r.max_len or (r.is_final is not None and r.is_final(seq)):
                     return seq
-            if looked_up and guess and k == len(guess):
-                window = min(2 * window, self.max_window)
-                continue
-            window = self.min_window
-            if k == 0 or not looked_up:
-                j = realign(seq, ref, len(seq) + offset)
-                if j is not None:
-                    offset = j - len(seq)
+            cursor.update(seq, len(guess), k, looked_up)

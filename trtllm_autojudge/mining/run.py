@@ -11,6 +11,7 @@ from typing import Sequence
 from tqdm import tqdm
 
 from .fast import FastLabelMiner
+from ..backends.prompt_lookup import LookupWindows
 from .lookup import LookupRegenerator
 from .miner import LabelMiner, MiningConfig
 from .mpi import shard_path, world
@@ -24,14 +25,23 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
 LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft")  # `--regenerator` choices that run here
 
 
-def local_regenerator(name: str, target, draft) -> LookupRegenerator | None:
-    """The regeneration backend a command line names: None for ``transformers`` (make_miner's default),
-    the lookup one, or the lookup one arbitrated by the draft (docs/mining.md)."""
+def local_regenerator(name: str, target, draft, batch_size: int = 1):
+    """The regeneration backend a command line names: None for ``transformers`` (make_miner's default);
+    for ``lookup`` the one-request-at-a-time lookup backend at ``batch_size`` 1, else the batched
+    transformers backend verifying looked-up windows; the lookup one arbitrated by the draft
+    (``lookup-draft``, batch 1 only). docs/mining.md."""
     if name not in LOCAL_REGENERATORS:
         raise ValueError(f"unknown regenerator {name!r}: choose one of {', '.join(LOCAL_REGENERATORS)}")
     if name == "transformers":
         return None
-    return LookupRegenerator(target, draft=draft if name == "lookup-draft" else None)
+    if batch_size == 1:
+        return LookupRegenerator(target, draft=draft if name == "lookup-draft" else None)
+    if name == "lookup-draft":
+        raise ValueError("the lookup-draft regenerator serves one prompt at a time: use --batch-size 1, "
+                         "or --regenerator lookup to batch prompts")
+    from ..backends.regen_transformers import TransformersRegenerator
+
+    return TransformersRegenerator(target, lookup=LookupWindows())
 
 
 def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1, regenerator=None):
@@ -40,8 +50,8 @@ def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size:
     else the fast one (same labels)."""
     if isinstance(regenerator, LookupRegenerator):
         if batch_size != 1:
-            raise ValueError("the lookup regenerator serves one prompt at a time: use --batch-size 1 "
-                             "(or --regenerator transformers to batch prompts)")
+            raise ValueError("this lookup regenerator serves one prompt at a time: use --batch-size 1 "
+                             "(local_regenerator('lookup', ..., batch_size) builds the batched one)")
         return LabelMiner(target, draft, checker, decode, config, regenerator=regenerator)
     if batch_size == 1 and config.depth == 1 and regenerator is None:
         return LabelMiner(target, draft, checker, decode, config)
