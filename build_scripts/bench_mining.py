@@ -1,9 +1,10 @@
-"""Mining throughput: today's miner and the fast one, side by side on the same prompts.
+"""Mining throughput: today's miner and the fast ones, side by side on the same prompts.
 
-    nice -n 10 python build_scripts/bench_mining.py --limit 6 --max-new-tokens 200 --threads 1
+    nice -n 10 python build_scripts/bench_mining.py --task gsm8k-program --limit 8 --batch-size 8 --depth 1 \
+        --max-new-tokens 320 --threads 1 --miners plain,lookup,lookup-batched --ranks 2
 
 Mines the first --limit training-template variants of the embedded pair (as the shipped judge's
-labels were mined) with
+labels were mined) with the --miners named (default: all):
 - plain: today's miner (:class:`LabelMiner`: one prompt at a time, one regeneration at a time, KV
   prefix reuse, early stop);
 - fast: speculative regeneration (depth --depth) over --batch-size prompts at once on the batched
@@ -11,10 +12,12 @@ labels were mined) with
 - lookup: one prompt at a time on the lookup regenerator (windows of the sequence each
   regeneration branched from, verified per target forward; :mod:`trtllm_autojudge.mining.lookup`);
 - lookup-draft: the same, the draft proposing the windows a lookup cannot (``--regenerator lookup-draft``);
-- fast with --skip-unlikely P (the research-code shortcut: changes labels);
-- fast in bfloat16 (how often the dtype changes labels);
-- fast under mpirun -n --ranks (scaling);
-all in one run, same dtype and threads, and writes --out (docs/results/mining.json).
+- lookup-batched: the fast miner on the batched backend, every row verifying its looked-up window
+  (``--regenerator lookup --batch-size B``);
+- fast-skip: fast with --skip-unlikely P (the research-code shortcut: changes labels);
+then, unless --no-bf16, fast in bfloat16 (how often the dtype changes labels), and with --ranks R > 1
+the fastest exact miner run here under mpirun -n R (scaling); all in one run, same dtype and
+threads, and writes --out (docs/results/mining.json).
 """
 from __future__ import annotations
 
@@ -39,6 +42,9 @@ from trtllm_autojudge.mining.miner import MiningConfig  # noqa: E402
 from trtllm_autojudge.mining.run import local_regenerator, make_miner, mine_prompts  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
+
+
+MINERS = ("plain", "fast", "lookup", "lookup-draft", "lookup-batched", "fast-skip")
 
 
 def run(name, miner, prompts, work: Path) -> tuple[dict, dict]:
@@ -81,7 +87,8 @@ def main(argv=None) -> int:
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=6, help="prompts per batch of the fast miner")
     p.add_argument("--skip-unlikely", type=float, default=0.01)
-    p.add_argument("--ranks", type=int, default=2, help="MPI ranks of the scaling run (1: skip it)")
+    p.add_argument("--ranks", type=int, default=2, help="MPI ranks of the scaling run of the fastest exact miner (1: skip it)")
+    p.add_argument("--miners", default=",".join(MINERS), help=f"miners to run, plain among them (default {','.join(MINERS)})")
     p.add_argument("--no-bf16", action="store_true", help="skip the bfloat16 run")
     p.add_argument("--work", type=Path, default=Path("out/bench_mining"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "mining.json")
@@ -101,71 +108,85 @@ def main(argv=None) -> int:
     prompts = [(problem_id(pr.question), task.prompt_ids(tokenizer, pr.question), pr.to_json())
                for pr in load_problems(args, task)]
     exact = MiningConfig(args.max_new_tokens, depth=args.depth)
-    results = {}
-    plain, plain_recs = run("plain", make_miner(target, draft, checker, decode, MiningConfig(args.max_new_tokens)),
-                            prompts, args.work)
-    fast, fast_recs = run("fast", make_miner(target, draft, checker, decode, exact, args.batch_size), prompts, args.work)
-    results["plain"], results["fast"] = rate(plain), rate(fast)
-    results["fast_vs_plain"] = compare(fast_recs, plain_recs)
-    lookup, lookup_recs = run("lookup", make_miner(target, draft, checker, decode, exact, 1,
-                                                   local_regenerator("lookup", target, draft)), prompts, args.work)
-    results["lookup"] = rate(lookup) | {"vs_plain": compare(lookup_recs, plain_recs)}
-    drafted = local_regenerator("lookup-draft", target, draft)
-    lookup_draft, lookup_draft_recs = run("lookup-draft", make_miner(target, draft, checker, decode, exact, 1, drafted),
-                                          prompts, args.work)
-    results["lookup_draft"] = rate(lookup_draft) | {"vs_plain": compare(lookup_draft_recs, plain_recs),
-                                                    "regenerator_draft_tokens": drafted.draft_forwarded}
-    skip_cfg = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely)
-    skip, skip_recs = run("fast+skip", make_miner(target, draft, checker, decode, skip_cfg, args.batch_size), prompts, args.work)
-    results["fast_skip_unlikely"] = rate(skip) | {"p": args.skip_unlikely, "vs_exact": compare(skip_recs, fast_recs),
-                                                  "speedup_vs_fast": round(skip["labels_per_minute"] / fast["labels_per_minute"], 3)}
+    miners = args.miners.split(",")
+    unknown = sorted(set(miners) - set(MINERS))
+    if unknown or "plain" not in miners:
+        raise SystemExit(f"--miners: choose among {','.join(MINERS)} and include plain (got {args.miners})")
+    # name -> (miner, mine command flags); the exact ones mine the plain loop's labels
+    flags = {"plain": ["--batch-size", "1", "--speculation-depth", "1"],
+             "fast": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth)],
+             "lookup": ["--regenerator", "lookup", "--batch-size", "1"],
+             "lookup-draft": ["--regenerator", "lookup-draft", "--batch-size", "1"],
+             "lookup-batched": ["--regenerator", "lookup", "--batch-size", str(args.batch_size),
+                                "--speculation-depth", str(args.depth)],
+             "fast-skip": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth),
+                           "--skip-unlikely", str(args.skip_unlikely)]}
+    results, records = {}, {}
+    for name in miners:
+        regenerator = None
+        if name.startswith("lookup"):
+            regenerator = local_regenerator("lookup-draft" if name == "lookup-draft" else "lookup", target, draft,
+                                            args.batch_size if name == "lookup-batched" else 1)
+        config = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely) \
+            if name == "fast-skip" else MiningConfig(args.max_new_tokens) if name == "plain" else exact
+        batch = args.batch_size if name in ("fast", "lookup-batched", "fast-skip") else 1
+        stats, records[name] = run(name, make_miner(target, draft, checker, decode, config, batch, regenerator),
+                                   prompts, args.work)
+        results[name.replace("-", "_")] = rate(stats) | {"flags": " ".join(flags[name])}
+        if name != "plain":
+            key = "vs_exact" if name == "fast-skip" else "vs_plain"
+            results[name.replace("-", "_")][key] = compare(records[name], records["fast" if key == "vs_exact" and "fast" in records else "plain"])
+        if name == "lookup-draft":
+            results["lookup_draft"]["regenerator_draft_tokens"] = regenerator.draft_forwarded
     if not args.no_bf16:
         target.model.to(torch.bfloat16)
         draft.model.to(torch.bfloat16)
         bf16, bf16_recs = run("fast-bf16", make_miner(target, draft, checker, decode, exact, args.batch_size), prompts, args.work)
-        results["fast_bfloat16"] = rate(bf16) | {"vs_float32": compare(bf16_recs, fast_recs)}
+        results["fast_bfloat16"] = rate(bf16) | {"vs_fast": compare(bf16_recs, records.get("fast", records["plain"]))}
         target.model.to(torch.float32)
         draft.model.to(torch.float32)
+    exact_names = [n for n in miners if n not in ("plain", "fast-skip")]
+    best = max(exact_names, key=lambda n: results[n.replace("-", "_")]["labels_per_cpu_minute"], default=None)
     cmd_mpi = None
-    if args.ranks > 1:
-        out = args.work / f"fast-{args.ranks}ranks.jsonl"
+    if args.ranks > 1 and best is not None:
+        out = args.work / f"{best}-{args.ranks}ranks.jsonl"
         for stale in args.work.glob(out.name + "*"):
             stale.unlink()
         mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or "mpirun"
-        flags = (["--allow-run-as-root"] if os.geteuid() == 0 else []) + ["--oversubscribe"]
-        cmd_mpi = [mpirun, *flags, "-n", str(args.ranks), sys.executable, "-m", "trtllm_autojudge.cli", "mine",
-                   "--out", str(out), "--split", args.split, "--no-originals", "--variants-per-template",
-                   str(args.variants_per_template), "--seed", str(args.seed), "--limit", str(args.limit),
-                   "--max-new-tokens", str(args.max_new_tokens), "--speculation-depth", str(args.depth),
-                   "--batch-size", str(args.batch_size), "--threads", str(args.threads or 1)]
+        mpi_flags = (["--allow-run-as-root"] if os.geteuid() == 0 else []) + ["--oversubscribe"]
+        cmd_mpi = [mpirun, *mpi_flags, "-n", str(args.ranks), sys.executable, "-m", "trtllm_autojudge.cli", "mine",
+                   "--task", args.task, "--dtype", args.dtype, "--out", str(out), "--split", args.split, "--no-originals",
+                   "--variants-per-template", str(args.variants_per_template), "--seed", str(args.seed),
+                   "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), *flags[best],
+                   "--threads", str(args.threads or 1)]
         done = subprocess.run(cmd_mpi, check=True, capture_output=True, text=True, cwd=REPO)
         mpi = json.loads(done.stdout[done.stdout.index("{"):])
         mpi_recs = {r["id"]: r for r in read_records(out)[0]}
-        print(f"fast x{args.ranks} ranks {mpi['labels']:5d} labels  {mpi['labels_per_minute']:7.1f} labels/min  "
+        one = results[best.replace("-", "_")]
+        print(f"{best} x{args.ranks} ranks {mpi['labels']:5d} labels  {mpi['labels_per_minute']:7.1f} labels/min  "
               f"{mpi['labels_per_cpu_minute']:7.1f} labels/CPU-min", flush=True)
-        results[f"fast_{args.ranks}_ranks"] = rate(mpi) | {"vs_one_rank": compare(mpi_recs, fast_recs),
-                                                           "scaling": round(mpi["labels_per_minute"] / fast["labels_per_minute"], 3),
-                                                           "cpu_time_scaling": round(mpi["labels_per_cpu_minute"] / fast["labels_per_cpu_minute"], 3)}
+        results[f"{best.replace('-', '_')}_{args.ranks}_ranks"] = rate(mpi) | {
+            "vs_one_rank": compare(mpi_recs, records[best]),
+            "scaling": round(mpi["labels_per_minute"] / one["labels_per_minute"], 3),
+            "cpu_time_scaling": round(mpi["labels_per_cpu_minute"] / one["labels_per_cpu_minute"], 3)}
+    plain = results["plain"]
     summary = {
         "labels_per_min_plain": round(plain["labels_per_minute"], 2),
-        "labels_per_min_fast": round(fast["labels_per_minute"], 2),
-        "speedup": round(fast["labels_per_minute"] / plain["labels_per_minute"], 2),
-        # the machine is shared: per minute of the miner's own CPU time is the steadier comparison
-        "labels_per_cpu_min_plain": round(plain["labels_per_cpu_minute"], 2),
-        "labels_per_cpu_min_fast": round(fast["labels_per_cpu_minute"], 2),
-        "speedup_cpu_time": round(fast["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
-        "labels_per_cpu_min_lookup": round(lookup["labels_per_cpu_minute"], 2),
-        "speedup_lookup_cpu_time": round(lookup["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
-        "labels_per_cpu_min_lookup_draft": round(lookup_draft["labels_per_cpu_minute"], 2),
-        "speedup_lookup_draft_cpu_time": round(lookup_draft["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
-        "labels_identical": results["fast_vs_plain"]["prompts_identical"] == len(prompts),
-        "labels_identical_lookup": results["lookup"]["vs_plain"]["prompts_identical"] == len(prompts),
-        "labels_identical_lookup_draft": results["lookup_draft"]["vs_plain"]["prompts_identical"] == len(prompts),
+        "fast_miner": best,  # the fastest exact miner of this run (labels_per_min_fast is its rate)
+        "labels_per_min_fast": None if best is None else round(results[best.replace("-", "_")]["labels_per_minute"], 2),
+        "labels_identical": None if best is None else
+        results[best.replace("-", "_")]["vs_plain"]["prompts_identical"] == len(prompts),
+    }
+    for name in exact_names:  # every exact miner against plain, per minute of wall clock and of CPU time
+        r = results[name.replace("-", "_")]
+        key = name.replace("-", "_")
+        summary |= {f"speedup_{key}": round(r["labels_per_minute"] / plain["labels_per_minute"], 2),
+                    f"speedup_{key}_cpu_time": round(r["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
+                    f"labels_identical_{key}": r["vs_plain"]["prompts_identical"] == len(prompts),
+                    f"target_tokens_per_label_{key}": round(r["target_tokens_per_label"], 1),
+                    f"wasted_share_{key}": round(r["wasted_share"], 4)}
+    summary |= {
         "target_tokens_per_label_plain": round(plain["target_tokens_per_label"], 1),
-        "target_tokens_per_label_fast": round(fast["target_tokens_per_label"], 1),
-        "target_tokens_per_label_lookup": round(lookup["target_tokens_per_label"], 1),
-        "target_tokens_per_label_lookup_draft": round(lookup_draft["target_tokens_per_label"], 1),
-        "wasted_share_fast": round(fast["wasted_share"], 4),
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),
         "command": "nice -n 10 python build_scripts/bench_mining.py " + " ".join(argv if argv is not None else sys.argv[1:]),
