@@ -12,8 +12,6 @@ labels were mined) with the --miners named (default: all):
 - lookup: one prompt at a time on the lookup regenerator (windows of the sequence each
   regeneration branched from, verified per target forward; :mod:`trtllm_autojudge.mining.lookup`);
 - lookup-draft: the same, the draft proposing the windows a lookup cannot (``--regenerator lookup-draft``);
-- lookup-draft-response: lookup, the draft speculating only each prompt's first response
-  (``--regenerator lookup-draft-response``);
 - lookup-batched: the fast miner on the batched backend, every row verifying its looked-up window
   (``--regenerator lookup --batch-size B``);
 - fast-skip: fast with --skip-unlikely P (the research-code shortcut: changes labels);
@@ -46,7 +44,7 @@ from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 
-MINERS = ("plain", "fast", "lookup", "lookup-draft", "lookup-draft-response", "lookup-batched", "fast-skip")
+MINERS = ("plain", "fast", "lookup", "lookup-draft", "lookup-batched", "fast-skip")
 
 
 def run(name, miner, prompts, work: Path) -> tuple[dict, dict]:
@@ -119,7 +117,6 @@ def main(argv=None) -> int:
              "fast": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth)],
              "lookup": ["--regenerator", "lookup", "--batch-size", "1"],
              "lookup-draft": ["--regenerator", "lookup-draft", "--batch-size", "1"],
-             "lookup-draft-response": ["--regenerator", "lookup-draft-response", "--batch-size", "1"],
              "lookup-batched": ["--regenerator", "lookup", "--batch-size", str(args.batch_size),
                                 "--speculation-depth", str(args.depth)],
              "fast-skip": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth),
@@ -128,7 +125,7 @@ def main(argv=None) -> int:
     for name in miners:
         regenerator = None
         if name.startswith("lookup"):
-            regenerator = local_regenerator("lookup" if name == "lookup-batched" else name, target, draft,
+            regenerator = local_regenerator("lookup-draft" if name == "lookup-draft" else "lookup", target, draft,
                                             args.batch_size if name == "lookup-batched" else 1)
         config = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely) \
             if name == "fast-skip" else MiningConfig(args.max_new_tokens) if name == "plain" else exact
@@ -139,8 +136,8 @@ def main(argv=None) -> int:
         if name != "plain":
             key = "vs_exact" if name == "fast-skip" else "vs_plain"
             results[name.replace("-", "_")][key] = compare(records[name], records["fast" if key == "vs_exact" and "fast" in records else "plain"])
-        if name.startswith("lookup-draft"):
-            results[name.replace("-", "_")]["regenerator_draft_tokens"] = regenerator.draft_forwarded
+        if name == "lookup-draft":
+            results["lookup_draft"]["regenerator_draft_tokens"] = regenerator.draft_forwarded
     if not args.no_bf16:
         target.model.to(torch.bfloat16)
         draft.model.to(torch.bfloat16)
@@ -161,7 +158,7 @@ def main(argv=None) -> int:
                    "--task", args.task, "--dtype", args.dtype, "--out", str(out), "--split", args.split, "--no-originals",
                    "--variants-per-template", str(args.variants_per_template), "--seed", str(args.seed),
                    "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), *flags[best],
-                   "--threads", str(max(1, (args.threads or 1) // args.ranks))]  # the same cores in all
+                   "--threads", str(args.threads or 1)]
         done = subprocess.run(cmd_mpi, check=True, capture_output=True, text=True, cwd=REPO)
         mpi = json.loads(done.stdout[done.stdout.index("{"):])
         mpi_recs = {r["id"]: r for r in read_records(out)[0]}

@@ -318,24 +318,6 @@ def test_lookup_draft_proposes_what_cannot_be_looked_up():
         LookupRegenerator(target, draft=target, draft_window=0)
 
 
-def test_lookup_draft_response_drafts_only_a_prompts_first_request():
-    """`lookup-draft-response`: the draft speculates a prompt's first response (nothing to look up);
-    a regeneration of the same prompt is a pure lookup; another prompt's first response is drafted."""
-    from trtllm_autojudge.mining.lookup import LookupRegenerator
-
-    target, draft = tiny_pair(seed=3, dtype=torch.float64)
-    lookup, ref = LookupRegenerator(target, draft=draft, draft_first_only=True), SessionRegenerator(target, reuse=False)
-    first = RegenerationRequest((5, 9, 11, 4), 40, frozenset(), None, "p")
-    (a,) = serve(lookup, [first])
-    drafted = lookup.draft_forwarded
-    again = RegenerationRequest(tuple(a.sequence[:12]) + (7,), 40, frozenset(), None, "p")
-    other = RegenerationRequest((6, 9, 11, 4), 40, frozenset(), None, "q")
-    assert [r.sequence for r in serve(lookup, [again])] == [r.sequence for r in serve(ref, [again])]
-    assert drafted > 0 and lookup.draft_forwarded == drafted
-    assert [r.sequence for r in serve(lookup, [other])] == [r.sequence for r in serve(ref, [other])]
-    assert lookup.draft_forwarded > drafted and a.sequence == serve(ref, [first])[0].sequence
-
-
 def test_lookup_verifies_a_repeated_continuation_in_few_forwards():
     """A request branching off a sequence the target already continued greedily: the continuation
     after the branch point is looked up, so it costs a few forwards, not one per token."""

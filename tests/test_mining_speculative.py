@@ -179,15 +179,14 @@ def test_fast_miner_equals_plain_on_random_pair_float64(pair64, plain_records, d
     assert sum(r["cost"]["target_forwarded_tokens"] for r in got) < sum(r["cost"]["target_forwarded_tokens"] for r in plain_records)
 
 
-@pytest.mark.parametrize("drafted,first_only", [(False, False), (True, False), (True, True)])
-def test_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records, drafted, first_only):
-    """`mine --regenerator lookup` / `lookup-draft` / `lookup-draft-response`: make_miner serves it
-    lazily one request at a time; same labels."""
+@pytest.mark.parametrize("drafted", [False, True])
+def test_lookup_miner_equals_plain_on_random_pair_float64(pair64, plain_records, drafted):
+    """`mine --regenerator lookup` / `lookup-draft`: make_miner serves it lazily one request at a
+    time; same labels."""
     from trtllm_autojudge.mining.lookup import LookupRegenerator
 
     target, draft = pair64
-    lookup = LookupRegenerator(target, min_window=2, max_window=16, draft=draft if drafted else None,
-                               draft_first_only=first_only)
+    lookup = LookupRegenerator(target, min_window=2, max_window=16, draft=draft if drafted else None)
     miner = make_miner(target, draft, Parity(14), decode, MiningConfig(24, depth=8), 1, lookup)
     assert isinstance(miner, LabelMiner)
     got = mine_all(miner, tiny_prompts(8, seed=5))
@@ -300,12 +299,9 @@ def test_local_regenerator_names():
     assert local_regenerator("transformers", target, draft) is None
     assert local_regenerator("lookup", target, draft).drafter is None
     assert local_regenerator("lookup-draft", target, draft).drafter.lm is draft
-    response_only = local_regenerator("lookup-draft-response", target, draft)
-    assert response_only.drafter.lm is draft and response_only.draft_first_only
     batched = local_regenerator("lookup", target, draft, batch_size=4)
     assert isinstance(batched, TransformersRegenerator) and batched.lookup is not None
-    for name in ("lookup-draft", "lookup-draft-response"):
-        with pytest.raises(ValueError, match=f"the {name} regenerator serves one prompt at a time.*--regenerator lookup to batch"):
-            local_regenerator(name, target, draft, batch_size=2)
+    with pytest.raises(ValueError, match="lookup-draft .*one prompt at a time.*--regenerator lookup to batch"):
+        local_regenerator("lookup-draft", target, draft, batch_size=2)
     with pytest.raises(ValueError, match="choose one of transformers, lookup, lookup-draft"):
         local_regenerator("lookahead", target, draft)

@@ -69,8 +69,8 @@ def main_eval(argv: list[str]) -> int:
     p.add_argument("--mine-batch-size", type=int, default=1,
                    help="prompts mined together for --mine-oracle (faster; labels keyed by prefix, so the same oracle)")
     p.add_argument("--mine-regenerator", choices=LOCAL_REGENERATORS, default="transformers",
-                   help="regeneration backend of --mine-oracle (see `mine --regenerator`; the lookup-draft "
-                        "ones need --mine-batch-size 1)")
+                   help="regeneration backend of --mine-oracle (see `mine --regenerator`; lookup-draft "
+                        "needs --mine-batch-size 1)")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)

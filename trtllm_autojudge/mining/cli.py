@@ -40,8 +40,7 @@ def main(argv: list[str]) -> int:
                         "lookup (each regeneration verifies windows of the sequence it branched from: fastest where a "
                         "swap leaves the rest of the text alike, e.g. programs; with --batch-size > 1 the rows of "
                         "the batched backend do), lookup-draft (lookup, with the draft proposing where the text "
-                        "departs from it; --batch-size 1), lookup-draft-response (lookup, with the draft "
-                        "speculating only the first response, where there is nothing to look up; --batch-size 1) "
+                        "departs from it; --batch-size 1) "
                         "or the TensorRT-LLM LLM API (GPU hosts; needs --target PATH)")
     p.add_argument("--trtllm-max-seq-len", type=int, default=4096, help="max_seq_len of the TensorRT-LLM target")
     add_model_args(p)

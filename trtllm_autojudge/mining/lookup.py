@@ -15,9 +15,6 @@ continuation (up to ``draft_window`` tokens) is verified instead, as in speculat
 the draft. That serves the text a lookup cannot: the first response (nothing to look up but the
 prompt) and a reworded comment after a swap, which the target writes anew. After a drafted window
 the alignment is searched again, so the lookup resumes where the text rejoins the reference.
-With ``draft_first_only`` (``--regenerator lookup-draft-response``) the draft arbitrates only the
-requests of a prompt that has no earlier sequence to look up, i.e. its first response, which is
-then plain speculative decoding with the draft; every regeneration after it is a pure lookup.
 
 Every emitted token is the target's argmax after the tokens before it (the verify pass computes
 it), so the continuation is the greedy one, whatever proposed it. Verifying K tokens in one
@@ -41,7 +38,7 @@ class LookupRegenerator(SessionRegenerator):
     """
 
     def __init__(self, lm: LanguageModel, min_window: int = 8, max_window: int = 64, references: int = 8,
-                 draft: LanguageModel | None = None, draft_window: int = 8, draft_first_only: bool = False):
+                 draft: LanguageModel | None = None, draft_window: int = 8):
         if draft_window < 1:
             raise ValueError(f"draft_window must be >= 1, got {draft_window}")
         if draft is not None and draft.vocab_size != lm.vocab_size:
@@ -49,7 +46,7 @@ class LookupRegenerator(SessionRegenerator):
         self.windows = LookupWindows(min_window, max_window, references)
         super().__init__(lm, reuse=True)
         self.drafter = None if draft is None else CachedLM(draft, reuse=True)
-        self.draft_window, self.draft_first_only = draft_window, draft_first_only
+        self.draft_window = draft_window
         self.refs = References(references)
         self.forward_calls = 0
 
@@ -66,14 +63,10 @@ class LookupRegenerator(SessionRegenerator):
         self.drafter.extend_to(seq)
         return self.drafter.argmax[-1]
 
-    def _drafts(self, r: RegenerationRequest) -> bool:
-        """Whether the draft arbitrates this request's windows."""
-        return self.drafter is not None and not (self.draft_first_only and r.owner in self.refs.by_owner)
-
-    def _proposal(self, seq: list[int], looked_up: list[int], room: int, drafting: bool) -> tuple[list[int], bool]:
-        """The window to verify and whether it is the looked-up one: that one when not ``drafting``
-        or the draft's next token opens it, else the draft's greedy continuation."""
-        if not drafting or room <= 0:
+    def _proposal(self, seq: list[int], looked_up: list[int], room: int) -> tuple[list[int], bool]:
+        """The window to verify and whether it is the looked-up one: that one when there is no
+        draft or the draft's next token opens it, else the draft's greedy continuation."""
+        if self.drafter is None or room <= 0:
             return looked_up, True
         first = self._draft_next(seq)
         if looked_up and looked_up[0] == first:
@@ -87,10 +80,10 @@ class LookupRegenerator(SessionRegenerator):
         seq = [int(t) for t in r.prefix]
         if r.finished:
             return seq
-        cursor, drafting = LookupCursor(self.refs.best(r.owner, r.prefix), self.windows), self._drafts(r)
+        cursor = LookupCursor(self.refs.best(r.owner, r.prefix), self.windows)
         while True:
             room = r.max_len - len(seq) - 1  # the last new token is the target's
-            guess, looked_up = self._proposal(seq, cursor.propose(seq, room), room, drafting)  # [W]
+            guess, looked_up = self._proposal(seq, cursor.propose(seq, room), room)  # [W]
             before = self.cached.forwarded
             self.cached.extend_to(seq + guess)
             self.forward_calls += self.cached.forwarded > before

@@ -22,24 +22,22 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
              "wasted_target_tokens", "skipped_unlikely")
 
 
-LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft", "lookup-draft-response")  # `--regenerator` choices that run here
+LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft")  # `--regenerator` choices that run here
 
 
 def local_regenerator(name: str, target, draft, batch_size: int = 1):
     """The regeneration backend a command line names: None for ``transformers`` (make_miner's default);
     for ``lookup`` the one-request-at-a-time lookup backend at ``batch_size`` 1, else the batched
     transformers backend verifying looked-up windows; the lookup one arbitrated by the draft
-    (``lookup-draft``: every window; ``lookup-draft-response``: the first response only; batch 1
-    only). docs/mining.md."""
+    (``lookup-draft``, batch 1 only). docs/mining.md."""
     if name not in LOCAL_REGENERATORS:
         raise ValueError(f"unknown regenerator {name!r}: choose one of {', '.join(LOCAL_REGENERATORS)}")
     if name == "transformers":
         return None
     if batch_size == 1:
-        return LookupRegenerator(target, draft=None if name == "lookup" else draft,
-                                 draft_first_only=name == "lookup-draft-response")
-    if name != "lookup":
-        raise ValueError(f"the {name} regenerator serves one prompt at a time: use --batch-size 1, "
+        return LookupRegenerator(target, draft=draft if name == "lookup-draft" else None)
+    if name == "lookup-draft":
+        raise ValueError("the lookup-draft regenerator serves one prompt at a time: use --batch-size 1, "
                          "or --regenerator lookup to batch prompts")
     from ..backends.regen_transformers import TransformersRegenerator
 
