@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     for name in miners:
         regenerator = None
         if name.startswith("lookup"):
-            regenerator = local_regenerator("lookup-draft" if name == "lookup-draft" else "lookup", target, draft,
+            regenerator = local_regenerator("lookup" if name == "lookup-batched" else name, target, draft,
                                             args.batch_size if name == "lookup-batched" else 1)
         config = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely) \
             if name == "fast-skip" else MiningConfig(args.max_new_tokens) if name == "plain" else exact
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
                    "--task", args.task, "--dtype", args.dtype, "--out", str(out), "--split", args.split, "--no-originals",
                    "--variants-per-template", str(args.variants_per_template), "--seed", str(args.seed),
                    "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), *flags[best],
-                   "--threads", str(args.threads or 1)]
+                   "--threads", str(max(1, (args.threads or 1) // args.ranks))]  # the same cores in all
         done = subprocess.run(cmd_mpi, check=True, capture_output=True, text=True, cwd=REPO)
         mpi = json.loads(done.stdout[done.stdout.index("{"):])
         mpi_recs = {r["id"]: r for r in read_records(out)[0]}
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
         "target_tokens_per_label_plain": round(plain["target_tokens_per_label"], 1),
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),
-        "command": "nice -n 10 python build_scripts/bench_mining.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python build_scripts/bench_mining.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "mpi_command": None if cmd_mpi is None else " ".join(["mpirun", "-n", str(args.ranks), "python", *cmd_mpi[cmd_mpi.index("-m"):]]),
         "machine": args.machine,
     }

@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--speculation-depth", type=int, default=8,
                    help="regenerations in flight per prompt (1: the plain loop; docs/mining.md)")
     p.add_argument("--regenerator", choices=LOCAL_REGENERATORS, default="transformers",
-                   help="mining's regeneration backend (lookup, lookup-draft: one prompt at a time per rank, "
-                        "--batch-size 1; docs/mining.md)")
+                   help="mining's regeneration backend (lookup: batched with --batch-size > 1; lookup-draft: "
+                        "one prompt at a time per rank, --batch-size 1; docs/mining.md)")
     p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
                    help="research-code shortcut that changes labels (default off; docs/mining.md)")
     p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")

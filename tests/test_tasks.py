@@ -312,6 +312,27 @@ def test_mine_regenerator_lookup_draft_routes(toy_verbs, monkeypatch):
     assert [json.loads(x)["prompt_ids"][0] for x in out.read_text().splitlines()] == [3, 4, 5]
 
 
+def test_mine_regenerator_lookup_batched_routes(toy_verbs, monkeypatch):
+    """`mine --regenerator lookup --batch-size 2` builds the batched backend verifying looked-up windows;
+    `lookup-draft` with a batch is refused with what to change."""
+    import trtllm_autojudge.mining.cli as mine_cli
+    from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
+
+    tmp, _ = toy_verbs
+    built = []
+    real = mine_cli.local_regenerator
+    monkeypatch.setattr(mine_cli, "local_regenerator", lambda *a: built.append(real(*a)) or built[-1])
+    out = tmp / "labels_lb.jsonl"
+    assert cli(["mine", *TOY, "--out", str(out), "--max-new-tokens", "8", "--regenerator", "lookup",
+                "--batch-size", "2", "--speculation-depth", "1"]) == 0
+    (regenerator,) = built
+    assert isinstance(regenerator, TransformersRegenerator) and regenerator.lookup is not None
+    assert regenerator.forward_calls > 0
+    assert sorted(json.loads(x)["prompt_ids"][0] for x in out.read_text().splitlines()) == [3, 4, 5]
+    with pytest.raises(SystemExit, match="mine: the lookup-draft regenerator serves one prompt at a time"):
+        cli(["mine", *TOY, "--out", str(tmp / "x.jsonl"), "--regenerator", "lookup-draft", "--batch-size", "2"])
+
+
 def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
     tmp, judge = toy_verbs
     common = ["--max-new-tokens", "8", "--k", "2", "--judge", str(judge)]
