@@ -34,23 +34,29 @@ def random_rounds(seed, owners="abc", rounds=6):
             bases[o] = max((r.sequence for r, q in zip(results, reqs) if q.owner == o), key=len)
 
 
-@pytest.mark.parametrize("max_rows", [1, 5, 64])
-def test_batched_backend_equals_sequential_float64(max_rows):
-    target, _ = tiny_pair(seed=3, dtype=torch.float64)
-    fast, ref = TransformersRegenerator(target, max_rows=max_rows), SessionRegenerator(target, reuse=False)
-    rounds, results, n, fwd_fast, fwd_ref = random_rounds(1), None, 0, 0, 0
+def served_like_the_reference(backend, target, seed) -> tuple[int, int, int]:
+    """Serves :func:`random_rounds` on ``backend`` and on the sequential reference, asserting equal
+    continuations; (requests, tokens the backend forwarded, tokens the reference forwarded)."""
+    ref = SessionRegenerator(target, reuse=False)
+    rounds, results, n, fwd, fwd_ref = random_rounds(seed), None, 0, 0, 0
     try:
         while True:
             reqs = rounds.send(results)
-            results, expected = serve(fast, reqs), serve(ref, reqs)
+            results, expected = serve(backend, reqs), serve(ref, reqs)
             assert [r.sequence for r in results] == [r.sequence for r in expected]
             for q, r in zip(reqs, results):
                 assert r.sequence[: len(q.prefix)] == list(q.prefix) and len(r.sequence) <= q.max_len
             n += len(reqs)
-            fwd_fast += sum(r.forwarded for r in results)
+            fwd += sum(r.forwarded for r in results)
             fwd_ref += sum(r.forwarded for r in expected)
     except StopIteration:
-        pass
+        return n, fwd, fwd_ref
+
+
+@pytest.mark.parametrize("max_rows", [1, 5, 64])
+def test_batched_backend_equals_sequential_float64(max_rows):
+    target, _ = tiny_pair(seed=3, dtype=torch.float64)
+    n, fwd_fast, fwd_ref = served_like_the_reference(TransformersRegenerator(target, max_rows=max_rows), target, 1)
     assert n > 40 and fwd_fast < fwd_ref / 3  # shared prefixes come from the store
 
 
@@ -93,16 +99,7 @@ def test_batched_lookup_equals_sequential_float64(max_rows, min_window, max_wind
     rejected tokens masked out) gives the reference backend's greedy continuations in float64."""
     target, _ = tiny_pair(seed=3, dtype=torch.float64)
     lookup = CheckedRegenerator(target, max_rows=max_rows, lookup=LookupWindows(min_window, max_window))
-    ref = SessionRegenerator(target, reuse=False)
-    rounds, results, n = random_rounds(4), None, 0
-    try:
-        while True:
-            reqs = rounds.send(results)
-            results, expected = serve(lookup, reqs), serve(ref, reqs)
-            assert [r.sequence for r in results] == [r.sequence for r in expected]
-            n += len(reqs)
-    except StopIteration:
-        pass
+    n, _, _ = served_like_the_reference(lookup, target, 4)
     assert n > 40 and lookup.compactions > 0
 
 
@@ -287,16 +284,8 @@ def test_lookup_backend_equals_sequential_float64(min_window, max_window, draft_
 
     target, draft = tiny_pair(seed=3, dtype=torch.float64)
     drafted = {} if draft_window is None else {"draft": draft, "draft_window": draft_window}
-    lookup, ref = LookupRegenerator(target, min_window, max_window, **drafted), SessionRegenerator(target, reuse=False)
-    rounds, results, n = random_rounds(2), None, 0
-    try:
-        while True:
-            reqs = rounds.send(results)
-            results, expected = serve(lookup, reqs), serve(ref, reqs)
-            assert [r.sequence for r in results] == [r.sequence for r in expected]
-            n += len(reqs)
-    except StopIteration:
-        pass
+    lookup = LookupRegenerator(target, min_window, max_window, **drafted)
+    n, _, _ = served_like_the_reference(lookup, target, 2)
     assert n > 40
     assert (lookup.draft_forwarded > 0) == (draft_window is not None)
 
