@@ -1,7 +1,7 @@
 """Mining throughput: today's miner and the fast ones, side by side on the same prompts.
 
-    nice -n 10 python build_scripts/bench_mining.py --task gsm8k-program --limit 8 --batch-size 8 --depth 1 \
-        --max-new-tokens 320 --threads 1 --miners plain,lookup,lookup-batched --ranks 2
+    python build_scripts/bench_mining.py --task gsm8k-program --limit 16 --batch-size 4 --depth 1 \
+        --max-new-tokens 320 --threads 2 --miners plain,lookup,lookup-batched --ranks 2 --no-bf16
 
 Mines the first --limit training-template variants of the embedded pair (as the shipped judge's
 labels were mined) with the --miners named (default: all):
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(miners) - set(MINERS))
     if unknown or "plain" not in miners:
         raise SystemExit(f"--miners: choose among {','.join(MINERS)} and include plain (got {args.miners})")
-    # name -> (miner, mine command flags); the exact ones mine the plain loop's labels
+    # the `mine` flags of each miner; the exact ones mine the plain loop's labels
     flags = {"plain": ["--batch-size", "1", "--speculation-depth", "1"],
              "fast": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth)],
              "lookup": ["--regenerator", "lookup", "--batch-size", "1"],
@@ -122,31 +122,32 @@ def main(argv=None) -> int:
              "fast-skip": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth),
                            "--skip-unlikely", str(args.skip_unlikely)]}
     results, records = {}, {}
+    key = lambda name: name.replace("-", "_")  # noqa: E731  (result keys)
     for name in miners:
+        batch = args.batch_size if name in ("fast", "lookup-batched", "fast-skip") else 1
         regenerator = None
         if name.startswith("lookup"):
-            regenerator = local_regenerator("lookup" if name == "lookup-batched" else name, target, draft,
-                                            args.batch_size if name == "lookup-batched" else 1)
+            regenerator = local_regenerator(name.removesuffix("-batched"), target, draft, batch)
         config = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely) \
             if name == "fast-skip" else MiningConfig(args.max_new_tokens) if name == "plain" else exact
-        batch = args.batch_size if name in ("fast", "lookup-batched", "fast-skip") else 1
         stats, records[name] = run(name, make_miner(target, draft, checker, decode, config, batch, regenerator),
                                    prompts, args.work)
-        results[name.replace("-", "_")] = rate(stats) | {"flags": " ".join(flags[name])}
-        if name != "plain":
-            key = "vs_exact" if name == "fast-skip" else "vs_plain"
-            results[name.replace("-", "_")][key] = compare(records[name], records["fast" if key == "vs_exact" and "fast" in records else "plain"])
+        results[key(name)] = rate(stats) | {"flags": " ".join(flags[name])}
+        if name == "fast-skip":  # changes labels: compared with an exact miner's
+            results[key(name)]["vs_exact"] = compare(records[name], records.get("fast", records["plain"]))
+        elif name != "plain":
+            results[key(name)]["vs_plain"] = compare(records[name], records["plain"])
         if name == "lookup-draft":
-            results["lookup_draft"]["regenerator_draft_tokens"] = regenerator.draft_forwarded
+            results[key(name)]["regenerator_draft_tokens"] = regenerator.draft_forwarded
     if not args.no_bf16:
         target.model.to(torch.bfloat16)
         draft.model.to(torch.bfloat16)
         bf16, bf16_recs = run("fast-bf16", make_miner(target, draft, checker, decode, exact, args.batch_size), prompts, args.work)
-        results["fast_bfloat16"] = rate(bf16) | {"vs_fast": compare(bf16_recs, records.get("fast", records["plain"]))}
+        results["fast_bfloat16"] = rate(bf16) | {"vs_float32": compare(bf16_recs, records.get("fast", records["plain"]))}
         target.model.to(torch.float32)
         draft.model.to(torch.float32)
     exact_names = [n for n in miners if n not in ("plain", "fast-skip")]
-    best = max(exact_names, key=lambda n: results[n.replace("-", "_")]["labels_per_cpu_minute"], default=None)
+    best = max(exact_names, key=lambda n: results[key(n)]["labels_per_cpu_minute"], default=None)
     cmd_mpi = None
     if args.ranks > 1 and best is not None:
         out = args.work / f"{best}-{args.ranks}ranks.jsonl"
@@ -162,10 +163,10 @@ def main(argv=None) -> int:
         done = subprocess.run(cmd_mpi, check=True, capture_output=True, text=True, cwd=REPO)
         mpi = json.loads(done.stdout[done.stdout.index("{"):])
         mpi_recs = {r["id"]: r for r in read_records(out)[0]}
-        one = results[best.replace("-", "_")]
+        one = results[key(best)]
         print(f"{best} x{args.ranks} ranks {mpi['labels']:5d} labels  {mpi['labels_per_minute']:7.1f} labels/min  "
               f"{mpi['labels_per_cpu_minute']:7.1f} labels/CPU-min", flush=True)
-        results[f"{best.replace('-', '_')}_{args.ranks}_ranks"] = rate(mpi) | {
+        results[f"{key(best)}_{args.ranks}_ranks"] = rate(mpi) | {
             "vs_one_rank": compare(mpi_recs, records[best]),
             "scaling": round(mpi["labels_per_minute"] / one["labels_per_minute"], 3),
             "cpu_time_scaling": round(mpi["labels_per_cpu_minute"] / one["labels_per_cpu_minute"], 3)}
@@ -173,18 +174,16 @@ def main(argv=None) -> int:
     summary = {
         "labels_per_min_plain": round(plain["labels_per_minute"], 2),
         "fast_miner": best,  # the fastest exact miner of this run (labels_per_min_fast is its rate)
-        "labels_per_min_fast": None if best is None else round(results[best.replace("-", "_")]["labels_per_minute"], 2),
-        "labels_identical": None if best is None else
-        results[best.replace("-", "_")]["vs_plain"]["prompts_identical"] == len(prompts),
+        "labels_per_min_fast": None if best is None else round(results[key(best)]["labels_per_minute"], 2),
+        "labels_identical": None if best is None else results[key(best)]["vs_plain"]["prompts_identical"] == len(prompts),
     }
     for name in exact_names:  # every exact miner against plain, per minute of wall clock and of CPU time
-        r = results[name.replace("-", "_")]
-        key = name.replace("-", "_")
-        summary |= {f"speedup_{key}": round(r["labels_per_minute"] / plain["labels_per_minute"], 2),
-                    f"speedup_{key}_cpu_time": round(r["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
-                    f"labels_identical_{key}": r["vs_plain"]["prompts_identical"] == len(prompts),
-                    f"target_tokens_per_label_{key}": round(r["target_tokens_per_label"], 1),
-                    f"wasted_share_{key}": round(r["wasted_share"], 4)}
+        r, k = results[key(name)], key(name)
+        summary |= {f"speedup_{k}": round(r["labels_per_minute"] / plain["labels_per_minute"], 2),
+                    f"speedup_{k}_cpu_time": round(r["labels_per_cpu_minute"] / plain["labels_per_cpu_minute"], 2),
+                    f"labels_identical_{k}": r["vs_plain"]["prompts_identical"] == len(prompts),
+                    f"target_tokens_per_label_{k}": round(r["target_tokens_per_label"], 1),
+                    f"wasted_share_{k}": round(r["wasted_share"], 4)}
     summary |= {
         "target_tokens_per_label_plain": round(plain["target_tokens_per_label"], 1),
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),

@@ -301,6 +301,8 @@ def test_local_regenerator_names():
     assert local_regenerator("lookup-draft", target, draft).drafter.lm is draft
     batched = local_regenerator("lookup", target, draft, batch_size=4)
     assert isinstance(batched, TransformersRegenerator) and batched.lookup is not None
+    assert batched.store.max_bytes > 0  # `mine --no-cache-reuse` turns its prefix KV store off:
+    assert local_regenerator("lookup", target, draft, batch_size=4, reuse_cache=False).store.max_bytes == 0
     with pytest.raises(ValueError, match="lookup-draft .*one prompt at a time.*--regenerator lookup to batch"):
         local_regenerator("lookup-draft", target, draft, batch_size=2)
     with pytest.raises(ValueError, match="choose one of transformers, lookup, lookup-draft"):

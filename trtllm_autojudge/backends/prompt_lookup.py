@@ -94,10 +94,10 @@ class LookupCursor:
     ref: list[int]
     windows: LookupWindows
     offset: int = 0
-    window: int = field(default=0)
+    window: int = field(init=False)  # the next window's size
 
     def __post_init__(self):
-        self.window = self.window or self.windows.min_window
+        self.window = self.windows.min_window
 
     def propose(self, seq: Sequence[int], room: int) -> list[int]:
         """The looked-up window after ``seq``: at most ``room`` tokens (none when the reference ends)."""

@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
         regenerator = TrtllmRegenerator.from_checkpoint(args.target, args.trtllm_max_seq_len)
     try:
         if regenerator is None:
-            regenerator = local_regenerator(args.regenerator, target, draft, args.batch_size)
+            regenerator = local_regenerator(args.regenerator, target, draft, args.batch_size, config.reuse_cache)
         miner = make_miner(target, draft, task.checker, decode, config, args.batch_size, regenerator)
     except ValueError as e:
         raise SystemExit(f"mine: {e}") from None

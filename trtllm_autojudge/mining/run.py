@@ -10,8 +10,8 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from .fast import FastLabelMiner
 from ..backends.prompt_lookup import LookupWindows
+from .fast import FastLabelMiner
 from .lookup import LookupRegenerator
 from .miner import LabelMiner, MiningConfig
 from .mpi import shard_path, world
@@ -25,11 +25,12 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
 LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft")  # `--regenerator` choices that run here
 
 
-def local_regenerator(name: str, target, draft, batch_size: int = 1):
+def local_regenerator(name: str, target, draft, batch_size: int = 1, reuse_cache: bool = True):
     """The regeneration backend a command line names: None for ``transformers`` (make_miner's default);
     for ``lookup`` the one-request-at-a-time lookup backend at ``batch_size`` 1, else the batched
-    transformers backend verifying looked-up windows; the lookup one arbitrated by the draft
-    (``lookup-draft``, batch 1 only). docs/mining.md."""
+    transformers backend verifying looked-up windows (its prefix KV store off without
+    ``reuse_cache``); the lookup one arbitrated by the draft (``lookup-draft``, batch 1 only).
+    docs/mining.md."""
     if name not in LOCAL_REGENERATORS:
         raise ValueError(f"unknown regenerator {name!r}: choose one of {', '.join(LOCAL_REGENERATORS)}")
     if name == "transformers":
@@ -41,7 +42,7 @@ def local_regenerator(name: str, target, draft, batch_size: int = 1):
                          "or --regenerator lookup to batch prompts")
     from ..backends.regen_transformers import TransformersRegenerator
 
-    return TransformersRegenerator(target, lookup=LookupWindows())
+    return TransformersRegenerator(target, cache_bytes=2**31 if reuse_cache else 0, lookup=LookupWindows())
 
 
 def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1, regenerator=None):
