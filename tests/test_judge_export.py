@@ -1,6 +1,7 @@
 """Judge exports: folded plugin weights, ONNX graph and the sklearn pipeline agree; judge file I/O; CLI."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -114,6 +115,9 @@ def test_judge_file_round_trip(trained, tmp_path):
     assert (back.setup, back.draft_hidden, back.target_hidden, back.threshold) == \
            (head.setup, head.draft_hidden, head.target_hidden, head.threshold)
     assert back.meta == json.loads(json.dumps(head.meta))
+    assert back.fingerprint() == head.fingerprint() and len(head.fingerprint()) == 16
+    for change in ({"threshold": 0.25}, {"coef": head.coef + np.float32(1e-3)}, {"setup": head.setup, "intercept": 1.5}):
+        assert dataclasses.replace(head, **change).fingerprint() != head.fingerprint()
 
 
 def test_judge_for_other_models_refuses_to_load(trained, tmp_path):

@@ -341,11 +341,15 @@ def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
     meta = json.loads((tmp / "eval" / "summary.json").read_text())["meta"]
     assert meta["task"] == "toy" and meta["k"] == 2 and meta["question_set"]["split"] == "eval"
     assert meta["command"].startswith("trtllm-autojudge eval --task toy_task:ToyTask")
+    head = JudgeHead.load(judge)
+    assert meta["judge"] == {"file": str(judge), **json.loads(json.dumps(head.describe()))}
+    assert meta["judge"]["fingerprint"] == head.fingerprint() and meta["judge"]["setup"] == head.setup
     assert cli(["bench", *TOY, *common, "--repeats", "1", "--out", str(tmp / "bench.json"),
                 "--compare-judge", str(judge)]) == 0
     bench = json.loads((tmp / "bench.json").read_text())
     assert {"problems", "prompt_ids"} <= _used_toy() and bench["task"] == "toy"
     assert [j["file"] for j in bench["judges"].values()] == [str(judge), str(judge)]
+    assert {j["fingerprint"] for j in bench["judges"].values()} == {head.fingerprint()}
     assert cli(["demo", *TOY, "--questions", "2", "--max-new-tokens", "8", "--k", "2", "--judge", str(judge),
                 "--out-dir", str(tmp / "demo")]) == 0
     assert _used_toy() == {"problems", "prompt_ids", "answer"}

@@ -18,7 +18,8 @@ from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine
 from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
-from .common import add_decoding_args, draft_tree, judge_thresholds, load_judge, load_judge_file, questions_from
+from .common import (add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file,
+                     questions_from)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
@@ -79,7 +80,8 @@ def main_eval(argv: list[str]) -> int:
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
     target, draft, tokenizer = load_pair(args, task)
-    judge = load_judge(args, target, draft, required=bool(args.thresholds), task=task)
+    judge_file = judge_path(args, required=bool(args.thresholds), task=task)
+    judge = None if judge_file is None else load_judge_file(judge_file, target, draft)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
@@ -108,7 +110,7 @@ def main_eval(argv: list[str]) -> int:
     oracle_meta = oracle_rows(rows, runs, oracle_records, questions, draft, tree)
     meta = {"task": task.name, "target": target.name, "draft": draft.name, "tree_parents": list(tree.parents),
             "questions": len(questions),
-            "judge": judge.meta.get("metrics", {}).get("val_roc_auc") if judge else None,
+            "judge": judge_record(judge_file, judge) if judge else None,
             "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype),
             "k": args.k if args.tree is None else None, "tree": args.tree,
             "draft_vocab": None if getattr(draft.head, "subset", None) is None else draft.head.subset.size,
@@ -150,15 +152,14 @@ def main_bench(argv: list[str]) -> int:
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
     target, draft, tokenizer = load_pair(args, task)
-    judge = load_judge(args, target, draft, required=True, task=task)
+    files = [judge_path(args, required=True, task=task), *args.compare_judge]
+    judges = [load_judge_file(path, target, draft) for path in files]
     questions = questions_from(problems, tokenizer, task)
     tree = draft_tree(args)
-    rules = [JudgeRule(judge, args.threshold)] + [JudgeRule(load_judge_file(path, target, draft))
-                                                   for path in args.compare_judge]
+    rules = [JudgeRule(judges[0], args.threshold)] + [JudgeRule(judge) for judge in judges[1:]]
     result = run_bench(target, draft, questions, tree, rules, args.repeats, args.max_new_tokens)
-    files = [args.judge or f"shipped {task.shipped_judge_path().name}", *args.compare_judge]  # as given
-    for info, file in zip(result["judges"].values(), files):
-        info["file"] = file
+    for info, file, judge in zip(result["judges"].values(), files, judges):
+        info |= judge_record(file, judge)
     subset = getattr(draft.head, "subset", None)
     result.update(task=task.name, dtype=dtype_name(target.dtype), command=shlex.join(["trtllm-autojudge", "bench", *argv]),
                   target=target.name, draft=draft.name, draft_vocab=None if subset is None else subset.size,

@@ -35,22 +35,32 @@ def draft_tree(args: argparse.Namespace) -> DraftTree:
     return DraftTree.chain(args.k)
 
 
-def load_judge(args: argparse.Namespace, target, draft, required: bool, task: Task) -> JudgeHead | None:
+def judge_path(args: argparse.Namespace, required: bool, task: Task) -> Path | None:
     """``--judge``, else the task's shipped judge for the embedded pair; None when there is none and none is ``required``."""
-    path = args.judge
+    if args.judge is not None:
+        return Path(args.judge)
     shipped = task.shipped_judge_path()
-    if path is None and args.target in EMBEDDED_TARGETS and args.draft == "embedded":
+    if args.target in EMBEDDED_TARGETS and args.draft == "embedded":
         if shipped is not None and shipped.is_file():
-            path = shipped
-        elif required:
+            return shipped
+        if required:
             missing = f"{shipped.name} is missing" if shipped is not None else "the task ships none"
             raise SystemExit(f"no judge is shipped for the embedded pair on task {task.name} ({missing}): make one "
                              f"with `python build_scripts/make_judge.py --task {task.name}`, or pass --judge PATH")
-    if path is None:
-        if required:
-            raise SystemExit("this command needs a judge file for your models: --judge PATH (trtllm-autojudge train)")
-        return None
-    return load_judge_file(path, target, draft)
+    if required:
+        raise SystemExit("this command needs a judge file for your models: --judge PATH (trtllm-autojudge train)")
+    return None
+
+
+def load_judge(args: argparse.Namespace, target, draft, required: bool, task: Task) -> JudgeHead | None:
+    """The judge of :func:`judge_path`, checked against the pair; None when there is none and none is ``required``."""
+    path = judge_path(args, required, task)
+    return None if path is None else load_judge_file(path, target, draft)
+
+
+def judge_record(path, judge: JudgeHead) -> dict:
+    """What a result file records of the judge it ran with: the file as given, and what identifies it."""
+    return {"file": str(path), **judge.describe()}
 
 
 def load_judge_file(path, target, draft) -> JudgeHead:

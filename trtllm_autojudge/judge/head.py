@@ -12,6 +12,7 @@ The score of a feature vector x is ``logit = w . x + c`` with the scaler folded 
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,21 @@ class JudgeHead:
         if features.ndim != 2 or features.shape[1] != w.shape[0]:
             raise ValueError(f"features must be [M, {w.shape[0]}] for setup {self.setup}, got {features.shape}")
         return features.astype(np.float64) @ w.astype(np.float64) + c
+
+    def fingerprint(self) -> str:
+        """16 hex digits of SHA-256 over what decides the verdicts (setup, sizes, weights, threshold):
+        results record it, so a later run can tell which judge made them."""
+        h = hashlib.sha256(f"{self.setup}|{self.draft_hidden}|{self.target_hidden}|{self.threshold!r}".encode())
+        for a in (self.coef, self.mean, self.scale, np.float32(self.intercept)):  # as the file stores them
+            h.update(a.tobytes())
+        return h.hexdigest()[:16]
+
+    def describe(self) -> dict:
+        """What a result records of the judge it ran with (the file's path is the caller's to add)."""
+        metrics = self.meta.get("metrics", {})
+        return {"fingerprint": self.fingerprint(), "setup": self.setup, "default_threshold": self.threshold,
+                "val_roc_auc": metrics.get("val_roc_auc"), "labels": metrics.get("label_counts"),
+                "dtype": self.meta.get("dtype", "float32")}
 
     def check_models(self, draft_hidden: int | None = None, target_hidden: int | None = None,
                      draft_model: str | None = None, target_model: str | None = None, dtype: str | None = None) -> None:
