@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     checker = task.checker
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     prompts = [(problem_id(pr.question), task.prompt_ids(tokenizer, pr.question), pr.to_json())
-               for pr in load_problems(args, task)]
+               for pr in load_problems(args, task, rounds=True)]  # as `mine` orders them
     exact = MiningConfig(args.max_new_tokens, depth=args.depth)
     miners = args.miners.split(",")
     unknown = sorted(set(miners) - set(MINERS))

@@ -17,15 +17,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trtllm_autojudge.data.sources import by_round  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
-
-
-def spread(problems: list, per_template: int) -> list:
-    """Template-major problems (``per_template`` each, fewer for some) reordered round by round."""
-    by_template: dict = {}
-    for p in problems:
-        by_template.setdefault(p.template_id, []).append(p)
-    return [group[r] for r in range(per_template) for group in by_template.values() if r < len(group)]
 
 
 def main(argv=None) -> int:
@@ -38,7 +31,7 @@ def main(argv=None) -> int:
     task = load_task(args.task)
     seen = task.trained_questions()
     problems = [q for q in task.problems("train", False, args.per_template, args.seed) if q.question not in seen]
-    rows = spread(problems, args.per_template)
+    rows = by_round(problems)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as f:
         for q in rows:

@@ -146,3 +146,27 @@ def test_inconsistent_draws_are_rejected(caplog):
         problems = [template.variant(rng, replacements) for _ in range(30)]
     assert "template 0062: draw rejected" in caplog.text  # this seed does hit a bad draw
     assert all(same_answer(strict_answer(p.answer), p.gold) for p in problems)
+
+
+def test_mining_takes_variants_round_by_round_before_the_limit():
+    """`mine` orders template variants round by round (every template once before any twice), and
+    --limit cuts that order; a user's file without templates keeps its order."""
+    import argparse
+
+    from trtllm_autojudge.data.problem import Problem
+    from trtllm_autojudge.data.sources import by_round, load_problems
+    from trtllm_autojudge.tasks import Gsm8kCotTask
+
+    task = Gsm8kCotTask()
+    args = argparse.Namespace(questions=None, split="train", originals=False, variants_per_template=3, seed=4, limit=None)
+    major = load_problems(args, task)
+    mined = load_problems(args, task, rounds=True)
+    assert sorted(p.question for p in mined) == sorted(p.question for p in major)
+    templates = list(dict.fromkeys(p.template_id for p in major))
+    assert [p.template_id for p in mined[:len(templates)]] == templates  # round 1: every template once
+    assert [p.question for p in mined if p.template_id == templates[1]] == \
+           [p.question for p in major if p.template_id == templates[1]]  # a template's variants in their order
+    args.limit = len(templates) + 2
+    assert load_problems(args, task, rounds=True) == mined[:len(templates) + 2]
+    mine = [Problem(f"q{i}", "#### 1", "1") for i in range(5)]
+    assert by_round(mine) == mine and by_round([]) == []

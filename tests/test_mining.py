@@ -104,6 +104,22 @@ def test_kill_and_resume(pair, tmp_path):
     assert mine_prompts(miner, prompts, killed, progress=False)["prompts"] == 0  # nothing is redone
 
 
+def test_a_rerun_that_orders_prompts_anew_redoes_nothing_another_rank_mined(pair, tmp_path, monkeypatch):
+    """Rank 0 of 2: prompts in rank 1's shard are done, whichever rank the new order gives them to."""
+    import trtllm_autojudge.mining.run as run
+
+    target, draft = pair
+    miner = LabelMiner(target, draft, KeyTokens(window=8), decode, MiningConfig(max_new_tokens=12))
+    prompts = tiny_prompts(4, seed=1)
+    out = tmp_path / "labels.jsonl"
+    monkeypatch.setattr(run, "world", lambda: (1, 2, None))
+    mine_prompts(miner, prompts, out, progress=False)  # rank 1 mined prompts 1 and 3 (index % 2 == 1)
+    monkeypatch.setattr(run, "world", lambda: (0, 2, None))
+    reordered = [prompts[1], prompts[0], prompts[3], prompts[2]]  # rank 0 now gets prompts 1 and 3
+    assert mine_prompts(miner, reordered, out, progress=False)["prompts"] == 0
+    assert not run.shard_path(out, 0, 2).exists() or not run.shard_path(out, 0, 2).read_text()
+
+
 def test_corrupt_line_is_reported_and_the_rest_kept(tmp_path):
     path = tmp_path / "labels.jsonl"
     good = {"id": "a", "prompt_ids": [1], "final_ids": [1, 2], "labels": [[1, 0, 2, 3]]}

@@ -21,12 +21,25 @@ def add_problem_args(parser: argparse.ArgumentParser, split: str, variants: int)
     g.add_argument("--limit", type=int, default=None, help="use only the first N questions")
 
 
-def load_problems(args: argparse.Namespace, task, held_out: bool = False) -> list[Problem]:
+def by_round(problems: list[Problem]) -> list[Problem]:
+    """Template-major problems reordered round by round: the first of every template (in order of
+    first appearance), then the second of each, ... Problems without a template (user data) form
+    one group, so a file of them keeps its order."""
+    groups: dict[int | None, list[Problem]] = {}
+    for p in problems:
+        groups.setdefault(p.template_id, []).append(p)
+    rounds = max((len(g) for g in groups.values()), default=0)
+    return [g[r] for r in range(rounds) for g in groups.values() if r < len(g)]
+
+
+def load_problems(args: argparse.Namespace, task, held_out: bool = False, rounds: bool = False) -> list[Problem]:
     """The problems the arguments of :func:`add_problem_args` select, from ``task`` (a :class:`~trtllm_autojudge.tasks.Task`).
 
     ``held_out`` (the evaluation verbs): training-template questions that the task's shipped
     adapter, draft or judge were trained or mined on are left out, by question text. Mining may use
-    them (a judge can be mined on the target's own training questions)."""
+    them (a judge can be mined on the target's own training questions). ``rounds`` (mining): the
+    template variants in :func:`by_round` order, before ``--limit``, so a run stopped early covers
+    every template."""
     if args.questions:
         try:
             problems = task.load_jsonl(args.questions)
@@ -41,6 +54,8 @@ def load_problems(args: argparse.Namespace, task, held_out: bool = False) -> lis
                 log.info("dropped %d of %d training-template questions that the shipped adapter or draft of "
                          "%s was trained on (held-out instances only)", len(problems) - len(kept), len(problems), task.name)
             problems = kept
+        if rounds:
+            problems = by_round(problems)
     if args.limit is not None:
         problems = problems[: args.limit]
     if not problems:

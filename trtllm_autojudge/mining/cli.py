@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     add_problem_args(p, split="train", variants=2)
     args = p.parse_args(argv)
     task = task_from_args(args)
-    problems = load_problems(args, task)
+    problems = load_problems(args, task, rounds=True)  # a run stopped early covers every template
     target, draft, tokenizer = load_pair(args, task)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse,

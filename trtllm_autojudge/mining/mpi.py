@@ -2,7 +2,8 @@
 
 Rank r mines the prompts with ``index % R == r`` into its own shard file; when every rank is done,
 rank 0 merges the shards into the output in prompt order. A rank that dies leaves its shard valid
-up to its last complete record, and a rerun (same R) resumes every shard.
+up to its last complete record, and a rerun (same R) resumes every shard; a prompt found in any
+rank's shard is not mined again, even when the rerun orders the prompts anew.
 Open MPI as root needs ``--allow-run-as-root``; more ranks than cores need ``--oversubscribe``.
 """
 from __future__ import annotations

@@ -95,7 +95,8 @@ def mine_prompts(
     rank, size, comm = world()
     shard = out if size == 1 else shard_path(out, rank, size)
     repair_tail(shard)
-    done = {str(r["id"]) for path in {out, shard} for r in read_records(path, warn=rank == 0)[0]}
+    shards = {out, shard} | {shard_path(out, r, size) for r in range(size) if size > 1}  # every rank's: a rerun
+    done = {str(r["id"]) for path in shards for r in read_records(path, warn=rank == 0)[0]}  # may order prompts anew
     todo = [p for i, p in enumerate(prompts) if i % size == rank and str(p[0]) not in done]
     stats = {"prompts": 0, "labels": 0, "important": 0} | dict.fromkeys(COST_KEYS, 0)
     t0, cpu0 = time.perf_counter(), time.process_time()
