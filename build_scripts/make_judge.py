@@ -4,7 +4,11 @@
         --ranks 2 --batch-size 6 --max-minutes 85        # the shipped gsm8k-cot judge (docs/results.md)
 
 Every stage resumes: mining appends to WORK/labels.jsonl (rerun to continue), features and
-training are recomputed from it. Mining uses the TRAINING templates only. The judge is trained for
+training are recomputed from it. With --labels-archive (a gzip JSONL label set kept in the
+repository, labels/README.md) the archive's records join WORK/labels.jsonl before mining (their
+prompts are not mined again) and WORK/labels.jsonl is written back to it afterwards, so labels
+outlive the work folder and each run adds to them; the archive must come from the same mining
+settings (task, pair, dtype, --max-new-tokens, --seed). Mining uses the TRAINING templates only. The judge is trained for
 each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
 one with the best validation ROC-AUC is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
 gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install. --target/--draft/--dtype
@@ -27,16 +31,21 @@ from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
 from trtllm_autojudge.mining.run import LOCAL_REGENERATORS  # noqa: E402
+from trtllm_autojudge.mining.store import append_record, read_records, repair_tail, write_gzip  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 
+def labels_path(args) -> Path:
+    return args.work / "labels.jsonl"
+
+
 def mine(args) -> None:
-    verb = ["mine", "--task", args.task, *models(args), "--out", str(args.work / "labels.jsonl"), "--split", "train",
+    verb = ["mine", "--task", args.task, *models(args), "--out", str(labels_path(args)), "--split", "train",
             "--no-originals",
             "--variants-per-template", str(args.variants_per_template), "--max-new-tokens", str(args.max_new_tokens),
             "--seed", str(args.seed), "--batch-size", str(args.batch_size),
             "--speculation-depth", str(args.speculation_depth), "--skip-unlikely", str(args.skip_unlikely),
-            "--regenerator", args.regenerator]
+            "--regenerator", args.regenerator, "--lookup-windows", args.lookup_windows]
     if args.max_minutes is not None:
         verb += ["--max-minutes", str(args.max_minutes)]
     if args.ranks > 1:
@@ -48,6 +57,18 @@ def mine(args) -> None:
         subprocess.run(cmd, check=True)
     elif cli(verb) != 0:
         raise SystemExit("mining failed")
+
+
+def seed_from_archive(labels: Path, archive: Path) -> None:
+    """Append the archive's records that ``labels`` lacks (mining skips the prompts it holds)."""
+    if not archive.exists():
+        return
+    repair_tail(labels)
+    have = {str(r["id"]) for r in read_records(labels)[0]}
+    added = [r for r in read_records(archive)[0] if str(r["id"]) not in have]
+    for rec in added:
+        append_record(labels, rec)
+    print(f"{archive}: {len(added)} prompts' labels added to {labels}")
 
 
 def models(args) -> list[str]:
@@ -68,9 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regenerator", choices=LOCAL_REGENERATORS, default="transformers",
                    help="mining's regeneration backend (lookup: batched with --batch-size > 1; lookup-draft: "
                         "one prompt at a time per rank, --batch-size 1; docs/mining.md)")
+    p.add_argument("--lookup-windows", default="8:64", metavar="MIN:MAX", help="window sizes of the lookup regenerators")
     p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
                    help="research-code shortcut that changes labels (default off; docs/mining.md)")
     p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")
+    p.add_argument("--labels-archive", type=Path, default=None, metavar="PATH.jsonl.gz",
+                   help="label set kept in the repository: merged in before mining, written back after (module docstring)")
     p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the one with the best validation ROC-AUC is installed")
     p.add_argument("--val-fraction", type=float, default=0.2,
                    help="fraction of prompts held out for the C grid and the threshold (default 0.2)")
@@ -85,10 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     installed = task.shipped_judge_path()
     if installed is None and not args.no_install:
         raise SystemExit(f"task {task.name} has no shipped judge to install: pass --no-install")
+    if args.labels_archive is not None and args.labels_archive.suffix != ".gz":
+        raise SystemExit(f"--labels-archive {args.labels_archive}: name a gzip file (PATH.jsonl.gz)")
     args.work.mkdir(parents=True, exist_ok=True)
+    labels = labels_path(args)
+    if args.labels_archive is not None:
+        seed_from_archive(labels, args.labels_archive)
     mine(args)
+    if args.labels_archive is not None:
+        write_gzip(args.labels_archive, read_records(labels)[0])
+        print(f"{args.labels_archive}: {len(read_records(args.labels_archive)[0])} prompts' labels")
     features = args.work / "features.safetensors"
-    if cli(["features", "--task", args.task, *models(args), "--labels", str(args.work / "labels.jsonl"),
+    if cli(["features", "--task", args.task, *models(args), "--labels", str(labels),
             "--out", str(features)]) != 0:
         raise SystemExit("feature extraction failed")
     summary = {}

@@ -120,6 +120,18 @@ def test_a_rerun_that_orders_prompts_anew_redoes_nothing_another_rank_mined(pair
     assert not run.shard_path(out, 0, 2).exists() or not run.shard_path(out, 0, 2).read_text()
 
 
+def test_merging_keeps_records_of_prompts_this_run_did_not_list(tmp_path):
+    """Rank 0's merge after a smaller rerun (e.g. a lower --limit) keeps what earlier runs mined."""
+    from trtllm_autojudge.mining.run import merge_shards, shard_path
+
+    out = tmp_path / "labels.jsonl"
+    rec = lambda pid: {"id": pid, "prompt_ids": [1], "final_ids": [1, 2], "labels": [[1, 0, 2, 3]]}  # noqa: E731
+    out.write_text("".join(json.dumps(rec(p)) + "\n" for p in ("a", "b", "c")))
+    shard_path(out, 1, 2).write_text(json.dumps(rec("d")) + "\n")
+    merge_shards(out, 2, ["d", "b"])
+    assert [r["id"] for r in read_records(out)[0]] == ["d", "b", "a", "c"]
+
+
 def test_corrupt_line_is_reported_and_the_rest_kept(tmp_path):
     path = tmp_path / "labels.jsonl"
     good = {"id": "a", "prompt_ids": [1], "final_ids": [1, 2], "labels": [[1, 0, 2, 3]]}
@@ -128,6 +140,16 @@ def test_corrupt_line_is_reported_and_the_rest_kept(tmp_path):
     assert [r["id"] for r in records] == ["a", "b"]
     assert len(problems) == 1 and ":2:" in problems[0] and "corrupt" in problems[0]
     assert unimportant_map(records) == {(1,): {3}}
+
+
+def test_a_gzip_label_set_reads_back_the_same_records_and_bytes(tmp_path):
+    from trtllm_autojudge.mining.store import write_gzip
+
+    records = [{"id": p, "prompt_ids": [1], "final_ids": [1, 2, k], "labels": [[1, k % 2, 2, 3]]} for k, p in enumerate("abc")]
+    write_gzip(tmp_path / "x.jsonl.gz", records)
+    write_gzip(tmp_path / "y.jsonl.gz", records)
+    assert read_records(tmp_path / "x.jsonl.gz")[0] == records
+    assert (tmp_path / "x.jsonl.gz").read_bytes() == (tmp_path / "y.jsonl.gz").read_bytes()  # no timestamp inside
 
 
 MPI_SCRIPT = HERE / "mpi_mine_tiny.py"

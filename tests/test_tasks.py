@@ -324,10 +324,12 @@ def test_mine_regenerator_lookup_batched_routes(toy_verbs, monkeypatch):
     monkeypatch.setattr(mine_cli, "local_regenerator", lambda *a: built.append(real(*a)) or built[-1])
     out = tmp / "labels_lb.jsonl"
     assert cli(["mine", *TOY, "--out", str(out), "--max-new-tokens", "8", "--regenerator", "lookup",
-                "--batch-size", "2", "--speculation-depth", "1"]) == 0
+                "--batch-size", "2", "--speculation-depth", "1", "--lookup-windows", "3:16"]) == 0
     (regenerator,) = built
-    assert isinstance(regenerator, TransformersRegenerator) and regenerator.lookup is not None
+    assert isinstance(regenerator, TransformersRegenerator) and (regenerator.lookup.min_window, regenerator.lookup.max_window) == (3, 16)
     assert regenerator.forward_calls > 0
+    with pytest.raises(SystemExit, match="--lookup-windows '16:3': give MIN:MAX"):
+        cli(["mine", *TOY, "--out", str(out), "--regenerator", "lookup", "--lookup-windows", "16:3"])
     assert sorted(json.loads(x)["prompt_ids"][0] for x in out.read_text().splitlines()) == [3, 4, 5]
     with pytest.raises(SystemExit, match="mine: the lookup-draft regenerator serves one prompt at a time"):
         cli(["mine", *TOY, "--out", str(tmp / "x.jsonl"), "--regenerator", "lookup-draft", "--batch-size", "2"])
@@ -376,6 +378,28 @@ def test_task_routes_through_make_judge(toy_verbs):
     assert FeatureSet.load(tmp / "work" / "features.safetensors").task == "toy"
     with pytest.raises(SystemExit, match="no shipped judge to install"):
         main(["--work", str(tmp / "work"), *TOY])
+
+
+def test_make_judge_keeps_labels_in_an_archive_that_outlives_the_work_folder(toy_verbs):
+    """Mined labels are written back to --labels-archive; a run in a fresh folder starts from them."""
+    from trtllm_autojudge.mining.store import read_records
+
+    tmp, _ = toy_verbs
+    main = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["main"]
+    verbs = []
+    main.__globals__["cli"] = lambda argv: verbs.append(argv) or (cli(argv) if argv[0] == "mine" else 1)
+    archive = tmp / "labels.jsonl.gz"
+    flags = [*TOY, "--no-install", "--setups", "DT", "--max-new-tokens", "8", "--labels-archive", str(archive)]
+    with pytest.raises(SystemExit, match="feature extraction failed"):
+        main(["--work", str(tmp / "first"), *flags])
+    mined = read_records(tmp / "first" / "labels.jsonl")[0]
+    assert mined and read_records(archive)[0] == mined
+    with pytest.raises(SystemExit, match="feature extraction failed"):
+        main(["--work", str(tmp / "second"), *flags])
+    assert read_records(tmp / "second" / "labels.jsonl")[0] == mined  # from the archive, nothing mined twice
+    assert read_records(archive)[0] == mined
+    with pytest.raises(SystemExit, match="name a gzip file"):
+        main(["--work", str(tmp / "third"), *flags[:-1], str(tmp / "labels.jsonl")])
 
 
 # ---- the program task on the tiny random pair ----

@@ -25,24 +25,35 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
 LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft")  # `--regenerator` choices that run here
 
 
-def local_regenerator(name: str, target, draft, batch_size: int = 1, reuse_cache: bool = True):
+def local_regenerator(name: str, target, draft, batch_size: int = 1, reuse_cache: bool = True,
+                      windows: LookupWindows = LookupWindows()):
     """The regeneration backend a command line names: None for ``transformers`` (make_miner's default);
     for ``lookup`` the one-request-at-a-time lookup backend at ``batch_size`` 1, else the batched
     transformers backend verifying looked-up windows (its prefix KV store off without
     ``reuse_cache``); the lookup one arbitrated by the draft (``lookup-draft``, batch 1 only).
-    docs/mining.md."""
+    ``windows``: the lookup backends' window sizes. docs/mining.md."""
     if name not in LOCAL_REGENERATORS:
         raise ValueError(f"unknown regenerator {name!r}: choose one of {', '.join(LOCAL_REGENERATORS)}")
     if name == "transformers":
         return None
     if batch_size == 1:
-        return LookupRegenerator(target, draft=draft if name == "lookup-draft" else None)
+        return LookupRegenerator(target, windows.min_window, windows.max_window, windows.references,
+                                 draft=draft if name == "lookup-draft" else None)
     if name == "lookup-draft":
         raise ValueError("the lookup-draft regenerator serves one prompt at a time: use --batch-size 1, "
                          "or --regenerator lookup to batch prompts")
     from ..backends.regen_transformers import TransformersRegenerator
 
-    return TransformersRegenerator(target, cache_bytes=2**31 if reuse_cache else 0, lookup=LookupWindows())
+    return TransformersRegenerator(target, cache_bytes=2**31 if reuse_cache else 0, lookup=windows)
+
+
+def parse_windows(text: str) -> LookupWindows:
+    """``MIN:MAX`` (``--lookup-windows``) as :class:`LookupWindows`."""
+    try:
+        low, high = (int(x) for x in text.split(":"))
+        return LookupWindows(low, high)
+    except ValueError as e:
+        raise ValueError(f"--lookup-windows {text!r}: give MIN:MAX with 1 <= MIN <= MAX, e.g. 8:64 ({e})") from None
 
 
 def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1, regenerator=None):
@@ -137,15 +148,17 @@ def mine_prompts(
 
 
 def merge_shards(out: Path, size: int, order: Sequence[str]) -> None:
-    """Rank 0: merged output = earlier merged records + every shard, in prompt order, written atomically."""
+    """Rank 0: merged output = earlier merged records + every shard, in prompt order (records of
+    prompts this run did not list, e.g. from a larger earlier run, after them), written atomically."""
     by_id = {str(r["id"]): r for r in read_records(out, warn=False)[0]}
     for r in range(size):
         by_id.update({str(rec["id"]): rec for rec in read_records(shard_path(out, r, size))[0]})
+    listed = [pid for pid in order if pid in by_id]
+    unlisted = [pid for pid in by_id if pid not in set(listed)]
     tmp = out.with_name(out.name + ".merging")
     with open(tmp, "w", encoding="utf-8") as f:
-        for pid in order:
-            if pid in by_id:
-                f.write(json.dumps(by_id[pid], separators=(",", ":")) + "\n")
+        for pid in listed + unlisted:
+            f.write(json.dumps(by_id[pid], separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, out)

@@ -8,6 +8,7 @@ draft_token]`` each, positions index ``final_ids``), ``alt_answers`` (one per la
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sys
@@ -17,12 +18,13 @@ REQUIRED = ("id", "prompt_ids", "final_ids", "labels")
 
 
 def read_records(path: str | Path, warn: bool = True, required: tuple[str, ...] = REQUIRED) -> tuple[list[dict], list[str]]:
-    """All valid records; problems (bad lines) are reported as 'FILE:LINE: why' and skipped."""
+    """All valid records; problems (bad lines) are reported as 'FILE:LINE: why' and skipped.
+    A ``.gz`` file is read through gzip (label sets kept in the repository, :func:`write_gzip`)."""
     path = Path(path)
     records, problems = [], []
     if not path.exists():
         return records, problems
-    with open(path, "rb") as f:
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
@@ -67,6 +69,17 @@ def append_record(path: str | Path, record: dict) -> None:
         f.write(line)
         f.flush()
         os.fsync(f.fileno())
+
+
+def write_gzip(path: str | Path, records: list[dict]) -> None:
+    """All ``records`` as gzip-compressed JSONL, replacing ``path`` atomically; the same records give
+    the same bytes (no timestamp in the gzip header), so a committed label set changes only when they do."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".writing")
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        for rec in records:
+            f.write((json.dumps(rec, separators=(",", ":")) + "\n").encode())
+    os.replace(tmp, path)
 
 
 def unimportant_map(records: list[dict]) -> dict[tuple[int, ...], set[int]]:
