@@ -39,7 +39,7 @@ from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa:
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.miner import MiningConfig  # noqa: E402
-from trtllm_autojudge.mining.run import local_regenerator, make_miner, mine_prompts  # noqa: E402
+from trtllm_autojudge.mining.run import local_regenerator, make_miner, mine_prompts, parse_windows  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
@@ -89,6 +89,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-unlikely", type=float, default=0.01)
     p.add_argument("--ranks", type=int, default=2, help="MPI ranks of the scaling run of the fastest exact miner (1: skip it)")
     p.add_argument("--miners", default=",".join(MINERS), help=f"miners to run, plain among them (default {','.join(MINERS)})")
+    p.add_argument("--lookup-windows", default="8:64", metavar="MIN:MAX", help="window sizes of the lookup miners (mine's flag)")
     p.add_argument("--no-bf16", action="store_true", help="skip the bfloat16 run")
     p.add_argument("--work", type=Path, default=Path("out/bench_mining"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "mining.json")
@@ -113,12 +114,13 @@ def main(argv=None) -> int:
     if unknown or "plain" not in miners:
         raise SystemExit(f"--miners: choose among {','.join(MINERS)} and include plain (got {args.miners})")
     # the `mine` flags of each miner; the exact ones mine the plain loop's labels
+    windows = ["--lookup-windows", args.lookup_windows]
     flags = {"plain": ["--batch-size", "1", "--speculation-depth", "1"],
              "fast": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth)],
-             "lookup": ["--regenerator", "lookup", "--batch-size", "1"],
-             "lookup-draft": ["--regenerator", "lookup-draft", "--batch-size", "1"],
+             "lookup": ["--regenerator", "lookup", "--batch-size", "1", *windows],
+             "lookup-draft": ["--regenerator", "lookup-draft", "--batch-size", "1", *windows],
              "lookup-batched": ["--regenerator", "lookup", "--batch-size", str(args.batch_size),
-                                "--speculation-depth", str(args.depth)],
+                                "--speculation-depth", str(args.depth), *windows],
              "fast-skip": ["--batch-size", str(args.batch_size), "--speculation-depth", str(args.depth),
                            "--skip-unlikely", str(args.skip_unlikely)]}
     results, records = {}, {}
@@ -127,7 +129,8 @@ def main(argv=None) -> int:
         batch = args.batch_size if name in ("fast", "lookup-batched", "fast-skip") else 1
         regenerator = None
         if name.startswith("lookup"):
-            regenerator = local_regenerator(name.removesuffix("-batched"), target, draft, batch)
+            regenerator = local_regenerator(name.removesuffix("-batched"), target, draft, batch,
+                                            windows=parse_windows(args.lookup_windows))
         config = MiningConfig(args.max_new_tokens, depth=args.depth, skip_unlikely=args.skip_unlikely) \
             if name == "fast-skip" else MiningConfig(args.max_new_tokens) if name == "plain" else exact
         stats, records[name] = run(name, make_miner(target, draft, checker, decode, config, batch, regenerator),

@@ -24,7 +24,7 @@ def bench(monkeypatch):
 def test_bench_runs_the_named_miners_side_by_side(bench, tmp_path):
     out = tmp_path / "mining.json"
     assert bench(["--task", "toy_task:ToyTask", "--limit", "3", "--max-new-tokens", "12", "--batch-size", "3",
-                  "--depth", "2", "--miners", "plain,lookup,lookup-batched", "--ranks", "1", "--no-bf16",
+                  "--depth", "2", "--miners", "plain,lookup,lookup-batched", "--ranks", "1", "--no-bf16", "--lookup-windows", "2:16",
                   "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
     summary = json.loads(out.read_text())
     assert {"labels_per_min_plain", "labels_per_min_fast", "labels_identical", "command"} <= set(summary)
@@ -32,7 +32,7 @@ def test_bench_runs_the_named_miners_side_by_side(bench, tmp_path):
     for name in ("lookup", "lookup_batched"):
         assert summary[f"labels_identical_{name}"] is True  # float64: the plain loop's labels
         assert summary[name]["labels"] == summary["plain"]["labels"] > 0
-    assert summary["lookup_batched"]["flags"] == "--regenerator lookup --batch-size 3 --speculation-depth 2"
+    assert summary["lookup_batched"]["flags"] == "--regenerator lookup --batch-size 3 --speculation-depth 2 --lookup-windows 2:16"
     assert "fast" not in summary and "--miners plain,lookup,lookup-batched" in summary["command"]
 
 
