@@ -39,7 +39,7 @@ from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa:
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.miner import MiningConfig  # noqa: E402
-from trtllm_autojudge.mining.run import local_regenerator, make_miner, mine_prompts, parse_windows  # noqa: E402
+from trtllm_autojudge.mining.run import DEFAULT_WINDOWS, local_regenerator, make_miner, mine_prompts, parse_windows  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-unlikely", type=float, default=0.01)
     p.add_argument("--ranks", type=int, default=2, help="MPI ranks of the scaling run of the fastest exact miner (1: skip it)")
     p.add_argument("--miners", default=",".join(MINERS), help=f"miners to run, plain among them (default {','.join(MINERS)})")
-    p.add_argument("--lookup-windows", default="8:64", metavar="MIN:MAX", help="window sizes of the lookup miners (mine's flag)")
+    p.add_argument("--lookup-windows", default=DEFAULT_WINDOWS, metavar="MIN:MAX", help="window sizes of the lookup miners (mine's flag)")
     p.add_argument("--no-bf16", action="store_true", help="skip the bfloat16 run")
     p.add_argument("--work", type=Path, default=Path("out/bench_mining"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "mining.json")

@@ -8,8 +8,8 @@ training are recomputed from it. With --labels-archive (a gzip JSONL label set k
 repository, labels/README.md) the archive's records join WORK/labels.jsonl before mining (their
 prompts are not mined again) and WORK/labels.jsonl is written back to it afterwards, so labels
 outlive the work folder and each run adds to them; the archive must come from the same mining
-settings (task, pair, dtype, --max-new-tokens, --seed). Mining uses the TRAINING templates only. The judge is trained for
-each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
+settings (task, pair, dtype, --max-new-tokens, --seed). Mining uses the TRAINING templates only.
+The judge is trained for each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
 one with the best validation ROC-AUC is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
 gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install. --target/--draft/--dtype
 pass to `mine` and `features` (default: the task's embedded pair, in bf16 where the CPU has it).
@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
-from trtllm_autojudge.mining.run import LOCAL_REGENERATORS  # noqa: E402
+from trtllm_autojudge.mining.run import DEFAULT_WINDOWS, LOCAL_REGENERATORS  # noqa: E402
 from trtllm_autojudge.mining.store import append_record, read_records, repair_tail, write_gzip  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regenerator", choices=LOCAL_REGENERATORS, default="transformers",
                    help="mining's regeneration backend (lookup: batched with --batch-size > 1; lookup-draft: "
                         "one prompt at a time per rank, --batch-size 1; docs/mining.md)")
-    p.add_argument("--lookup-windows", default="8:64", metavar="MIN:MAX", help="window sizes of the lookup regenerators")
+    p.add_argument("--lookup-windows", default=DEFAULT_WINDOWS, metavar="MIN:MAX", help="window sizes of the lookup regenerators")
     p.add_argument("--skip-unlikely", type=float, default=0.0, metavar="P",
                    help="research-code shortcut that changes labels (default off; docs/mining.md)")
     p.add_argument("--max-minutes", type=float, default=None, help="mining time budget (rerun to continue)")
@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         seed_from_archive(labels, args.labels_archive)
     mine(args)
     if args.labels_archive is not None:
-        write_gzip(args.labels_archive, read_records(labels)[0])
-        print(f"{args.labels_archive}: {len(read_records(args.labels_archive)[0])} prompts' labels")
+        records = read_records(labels)[0]
+        write_gzip(args.labels_archive, records)
+        print(f"{args.labels_archive}: {len(records)} prompts' labels")
     features = args.work / "features.safetensors"
     if cli(["features", "--task", args.task, *models(args), "--labels", str(labels),
             "--out", str(features)]) != 0:

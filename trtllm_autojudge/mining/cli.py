@@ -11,7 +11,7 @@ from ..data.sources import add_problem_args, load_problems
 from ..tasks import add_task_args, task_from_args
 from .miner import MiningConfig
 from .mpi import world
-from .run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts, parse_windows
+from .run import DEFAULT_WINDOWS, LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts, parse_windows
 
 
 def problem_id(question: str) -> str:
@@ -42,9 +42,9 @@ def main(argv: list[str]) -> int:
                         "the batched backend do), lookup-draft (lookup, with the draft proposing where the text "
                         "departs from it; --batch-size 1) "
                         "or the TensorRT-LLM LLM API (GPU hosts; needs --target PATH)")
-    p.add_argument("--lookup-windows", default="8:64", metavar="MIN:MAX",
+    p.add_argument("--lookup-windows", default=DEFAULT_WINDOWS, metavar="MIN:MAX",
                    help="window sizes of the lookup regenerators: a window starts at MIN tokens, doubles after a fully "
-                        "accepted one up to MAX, and drops to MIN after a rejection (default 8:64; docs/mining.md)")
+                        f"accepted one up to MAX, and drops to MIN after a rejection (default {DEFAULT_WINDOWS}; docs/mining.md)")
     p.add_argument("--trtllm-max-seq-len", type=int, default=4096, help="max_seq_len of the TensorRT-LLM target")
     add_model_args(p)
     add_problem_args(p, split="train", variants=2)

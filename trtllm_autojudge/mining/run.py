@@ -23,6 +23,7 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
 
 
 LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft")  # `--regenerator` choices that run here
+DEFAULT_WINDOWS = "8:64"  # `--lookup-windows` of mine, make_judge.py and bench_mining.py
 
 
 def local_regenerator(name: str, target, draft, batch_size: int = 1, reuse_cache: bool = True,
@@ -154,7 +155,8 @@ def merge_shards(out: Path, size: int, order: Sequence[str]) -> None:
     for r in range(size):
         by_id.update({str(rec["id"]): rec for rec in read_records(shard_path(out, r, size))[0]})
     listed = [pid for pid in order if pid in by_id]
-    unlisted = [pid for pid in by_id if pid not in set(listed)]
+    seen = set(listed)
+    unlisted = [pid for pid in by_id if pid not in seen]
     tmp = out.with_name(out.name + ".merging")
     with open(tmp, "w", encoding="utf-8") as f:
         for pid in listed + unlisted:
