@@ -7,6 +7,8 @@ checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must m
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
 (:mod:`.cpu_linear`: bit-identical outputs, about twice the weight bandwidth), and each layer's q/k/v
 and gate/up projections stacked into one packed matmul each (:mod:`.sibling_linear`: bit-identical too).
+Masked multi-token forwards on a CPU read the KV heads in place instead of copying them per query
+group (:mod:`.gqa_attention`: bit-identical as well).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from ..dtype_record import check_artifact_dtype
 from .cpu_linear import pack_linears
+from .gqa_attention import use_gqa_sdpa
 from .sibling_linear import fuse_siblings
 from .dtype import CHOICES, dtype_name, resolve_dtype
 from .transformers_backend import TransformersLM
@@ -91,6 +94,7 @@ def load_pair(args: argparse.Namespace, task=None):
     _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer, task)
     pack_linears(target.model, draft.model, draft.head)  # bf16 on CPU: weights laid out once (same outputs)
     fuse_siblings(target.model, draft.model)  # then q/k/v and gate/up as one matmul each (same outputs)
+    use_gqa_sdpa(target.model, draft.model)  # masked CPU forwards: no copy of the KV heads (same outputs)
     return target, draft, tokenizer
 
 

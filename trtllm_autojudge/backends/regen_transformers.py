@@ -3,17 +3,19 @@
 Each request starts from the KV cache of the longest prefix it shares with a sequence this backend
 computed recently for the same owner (a :class:`PrefixStore` entry: the prompt's response, an
 earlier regeneration). The rest of its prefix but the last token is prefilled at batch 1, without
-padding. Then it joins the running batch (continuous batching): all rows decode together, rows of
-different lengths right-padded in one cache with the padding masked out and their own position
-ids; finished rows leave it, queued requests take their place.
+padding. Then it joins the running batch (continuous batching): all rows decode together, their
+tokens packed into one sequence without padding, each with its own position ids and a mask that
+lets it see only its own row's cache entries; the cache (:mod:`.growing_cache`: written in place)
+holds every row's entries in that one sequence. Finished rows leave, queued requests take their
+place, their prefixes' entries appended.
 
 Without ``lookup`` every row feeds one token per step. With ``lookup``
 (:class:`.prompt_lookup.LookupWindows`, ``--regenerator lookup --batch-size B``) every row also
-feeds a window looked up in its owner's earlier sequences (:class:`.prompt_lookup.LookupCursor`),
-right-padded to the longest window of the step; each row keeps the window's tokens the target's
-argmax confirms and adds the target's own next token, as speculative decoding does, and the cache
-entries of the rejected and padded tokens are masked out (holes, compacted when they outgrow the
-rows). Every emitted token is still the target's argmax at its own prefix.
+feeds a window looked up in its owner's earlier sequences (:class:`.prompt_lookup.LookupCursor`);
+each row keeps the window's tokens the target's argmax confirms and adds the target's own next
+token, as speculative decoding does. The cache entries of rejected tokens, and of rows that
+finished or were cancelled, are holes no row sees, compacted away when they outgrow the live ones.
+Every emitted token is still the target's argmax at its own prefix.
 
 Masked entries add exact zeros, but batch and window shapes change float32 rounding, so a near-tie
 can break differently than at batch 1; in float64 the continuations equal the sequential ones
@@ -28,6 +30,7 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
+from .growing_cache import growing_cache
 from .prompt_lookup import LookupCursor, LookupWindows, References, common_prefix_len
 from .regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
 from .transformers_backend import TransformersLM
@@ -83,15 +86,14 @@ class Row:
     keys: list[torch.Tensor] | None  # per layer [kv_heads, N, head_dim] until the row joins the batch
     values: list[torch.Tensor] | None
     feed: int  # the token it feeds next
-    position: int  # that token's position
+    position: int  # that token's position (= the row's entries in the cache)
     generated: list[int]
     forwarded: int
     cursor: LookupCursor | None = None  # with lookup: where it stands in its reference
-    alive: bool = True
 
     def window(self) -> list[int]:
-        """The looked-up tokens to feed after ``feed`` this step (none without lookup or when finished)."""
-        if self.cursor is None or not self.alive:
+        """The looked-up tokens to feed after ``feed`` this step (none without lookup)."""
+        if self.cursor is None:
             return []
         seq = list(self.request.prefix) + self.generated
         return self.cursor.propose(seq, self.request.max_len - len(seq) - 1)  # the last new token is the target's
@@ -107,7 +109,7 @@ class TransformersRegenerator(RequestQueue):
     batched forwards.
     """
 
-    hole_slack = 64  # cache entries a row may trail the widest by before the batch is compacted
+    hole_slack = 64  # cache entries of no running row (rejected, cancelled, finished) tolerated before compacting
 
     def __init__(self, lm: TransformersLM, max_rows: int = 32, cache_bytes: int = 2**31,
                  lookup: LookupWindows | None = None):
@@ -123,9 +125,9 @@ class TransformersRegenerator(RequestQueue):
         self._layers = int(cfg.num_hidden_layers)
         self._kv_heads = int(getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads)
         self._head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
-        self.rows: list[Row] = []  # the running batch, in cache row order
-        self.cache: DynamicCache | None = None
-        self.mask: torch.Tensor | None = None  # [b, width] long, 1 = a valid cache entry of that row
+        self.rows: list[Row] = []  # the running rows, in the order they joined
+        self.cache: DynamicCache | None = None  # every row's entries in one sequence: batch 1, [1, kv_heads, N, head_dim]
+        self.owner: torch.Tensor | None = None  # [N] long: the ticket of the row each cache entry belongs to
 
     # -- the interface --
 
@@ -136,7 +138,7 @@ class TransformersRegenerator(RequestQueue):
             done[t] = Continuation([], 0)
         while not done:
             self._admit()
-            if not any(row.alive for row in self.rows):
+            if not self.rows:
                 return {}
             done = self._step()
         return done
@@ -144,10 +146,8 @@ class TransformersRegenerator(RequestQueue):
     def cancel(self, tickets: Sequence[int]) -> dict[int, int]:
         spent = {t: 0 for t in tickets if self.queue.pop(t, None) is not None}
         wanted = set(tickets)
-        for row in self.rows:
-            if row.alive and row.ticket in wanted:
-                row.alive = False
-                spent[row.ticket] = row.forwarded
+        spent.update((row.ticket, row.forwarded) for row in self.rows if row.ticket in wanted)
+        self.rows = [row for row in self.rows if row.ticket not in wanted]  # their entries are holes now
         return spent
 
     # -- the running batch --
@@ -177,101 +177,90 @@ class TransformersRegenerator(RequestQueue):
         cursor = LookupCursor(self.refs.best(request.owner, prefix), self.lookup) if self.lookup else None
         return Row(ticket, request, keys, values, prefix[-1], len(prefix) - 1, [], len(pending), cursor)
 
-    def _row_kv(self, row: int, n: int | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """The first ``n`` (default: all) valid cache entries of one batch row, in token order (per
-        layer [kv_heads, N, head_dim])."""
-        index = self.mask[row].nonzero().squeeze(1)[:n]  # [N]
-        return ([layer.keys[row].index_select(1, index) for layer in self.cache.layers],
-                [layer.values[row].index_select(1, index) for layer in self.cache.layers])
+    def _row_kv(self, ticket: int, n: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The first ``n`` cache entries of a running row, in token order (per layer [kv_heads, n, head_dim])."""
+        index = (self.owner == ticket).nonzero().squeeze(1)[:n]  # [n]
+        return ([layer.keys[0].index_select(1, index) for layer in self.cache.layers],
+                [layer.values[0].index_select(1, index) for layer in self.cache.layers])
 
-    def _fragmented(self) -> bool:
-        """The cache is wider than its longest row by more than ``hole_slack`` entries and half that
-        row (lookup's holes)."""
-        if self.mask is None or not self.rows:
-            return False
-        longest = int(self.mask.sum(1).max())
-        return self.mask.shape[1] - longest > max(self.hole_slack, longest // 2)
+    def _holes(self) -> int:
+        """Cache entries of no running row: rejected window tokens, cancelled and finished rows."""
+        return 0 if self.owner is None else self.owner.numel() - sum(row.position for row in self.rows)
 
+    @torch.inference_mode()
     def _admit(self) -> None:
-        """Rebuild the batch when requests wait and there is room, a quarter of it is dead, or its
-        cache is fragmented."""
-        live = [r for r in self.rows if r.alive]
-        room = self.max_rows - len(live)
-        dead = len(self.rows) - len(live)
-        if (not (self.queue and room > 0) and not (dead and dead >= max(1, len(self.rows) // 4))
-                and not self._fragmented()):
-            return
-        for k, row in enumerate(self.rows):
-            if row.alive:
-                row.keys, row.values = self._row_kv(k)
-        while self.queue and room > 0:
+        """Compact the cache when its holes outgrow ``hole_slack`` and half the live entries; then let
+        queued requests join while there is room, their prefixes' entries appended to the cache."""
+        live = self.owner.numel() - self._holes() if self.owner is not None else 0
+        if self.owner is not None and self._holes() > max(self.hole_slack, live // 2):
+            keep = torch.isin(self.owner, torch.tensor([row.ticket for row in self.rows], device=self.owner.device))
+            index = keep.nonzero().squeeze(1)  # [live]
+            old, self.cache = self.cache, growing_cache(self.lm.model.config)
+            for j, layer in enumerate(old.layers):
+                self.cache.update(layer.keys.index_select(2, index), layer.values.index_select(2, index), j)
+            self.owner = self.owner[index]
+        while self.queue and len(self.rows) < self.max_rows:
             ticket, request = self.queue.popitem(last=False)
-            live.append(self._prefill(ticket, request))
-            room -= 1
-        self.rows, self.cache, self.mask = live, None, None
-        if not live:
-            return
-        device, lens = self.lm.device, [r.keys[0].shape[1] for r in live]
-        width = max(lens)
-        self.cache = DynamicCache(config=self.lm.model.config)
-        if width:
+            row = self._prefill(ticket, request)
+            if self.cache is None:
+                self.cache = growing_cache(self.lm.model.config)  # each step writes only its new entries
+                self.owner = torch.zeros(0, dtype=torch.long, device=self.lm.device)
             for j in range(self._layers):
-                k = live[0].keys[j]
-                keys = k.new_zeros(len(live), k.shape[0], width, k.shape[2])  # [b, kv_heads, width, head_dim]
-                values = torch.zeros_like(keys)
-                for b, row in enumerate(live):
-                    keys[b, :, :lens[b]], values[b, :, :lens[b]] = row.keys[j], row.values[j]
-                self.cache.update(keys, values, j)
-        self.mask = (torch.arange(width)[None] < torch.tensor(lens)[:, None]).long().to(device)  # [b, width]
-        for row in live:
+                self.cache.update(row.keys[j][None], row.values[j][None], j)
+            self.owner = torch.cat([self.owner, torch.full((row.position,), ticket, device=self.owner.device)])
             row.keys = row.values = None
+            self.rows.append(row)
 
     @torch.inference_mode()
     def _step(self) -> dict[int, Continuation]:
-        """Every row feeds its token and its looked-up window (right-padded to the longest); each
-        keeps the confirmed part and the target's next token. The rows that finished."""
+        """Every row feeds its token and its looked-up window, all rows' tokens packed into one
+        sequence (no padding), each seeing only its own row's entries; each row keeps the confirmed
+        part and the target's next token. The rows that finished."""
         model, device = self.lm.model, self.lm.device
         windows = [row.window() for row in self.rows]
-        width = 1 + max(len(w) for w in windows)  # L
         fed = [[row.feed] + w for row, w in zip(self.rows, windows)]
-        tokens = torch.tensor([f + [0] * (width - len(f)) for f in fed], device=device)  # [b, L]
-        positions = torch.tensor([row.position for row in self.rows], device=device)[:, None] \
-            + torch.arange(width, device=device)  # [b, L]
-        fresh = torch.tensor([[1] * len(f) + [0] * (width - len(f)) for f in fed], device=device)  # [b, L]
-        self.mask = torch.cat([self.mask, fresh], dim=1)  # [b, width_before + L]
-        hidden = model.model(input_ids=tokens, attention_mask=self.mask, position_ids=positions, cache=self.cache,
-                             use_cache=True).last_hidden_state  # [b, L, H]
-        real = fresh.bool()
-        chosen = torch.zeros(fresh.shape, dtype=torch.long, device=device)  # [b, L] argmax after each fed token
-        chosen[real] = model.lm_head(hidden[real]).argmax(-1)
-        chosen = chosen.tolist()
+        tokens = torch.tensor([[t for f in fed for t in f]], device=device)  # [1, T]
+        positions = torch.tensor([row.position + k for row, f in zip(self.rows, fed) for k in range(len(f))],
+                                 device=device)  # [T]
+        owner = torch.tensor([row.ticket for row, f in zip(self.rows, fed) for _ in f], device=device)  # [T]
+        mask = torch.cat([owner[:, None] == self.owner[None],  # [T, N] the row's cache entries
+                          (owner[:, None] == owner[None]) & (positions[:, None] >= positions[None])],  # [T, T] causal
+                         dim=1)[None, None]  # [1, 1, T, N + T], True = attend
+        if model.config._attn_implementation == "eager":  # eager attention adds its mask to the scores
+            mask = torch.zeros(mask.shape, dtype=self.lm.dtype, device=device).masked_fill(~mask, torch.finfo(self.lm.dtype).min)
+        hidden = model.model(input_ids=tokens, attention_mask=mask, position_ids=positions[None], cache=self.cache,
+                             use_cache=True).last_hidden_state[0]  # [T, H]
+        chosen = model.lm_head(hidden).argmax(-1).tolist()  # [T] the target's token after each fed one
         self.forward_calls += 1
-        done = {}
-        for b, (row, window) in enumerate(zip(self.rows, windows)):
+        first, self.owner = self.owner.numel(), torch.cat([self.owner, owner])  # the step's entries: [first, first + T)
+        done, running = {}, []
+        for row, window, f in zip(self.rows, windows, fed):
+            mine, first = chosen[:len(f)], first + len(f)
+            chosen = chosen[len(f):]
             k = 0  # window tokens the target confirms
-            while k < len(window) and chosen[b][k] == window[k]:
+            while k < len(window) and mine[k] == window[k]:
                 k += 1
-            self.mask[b, self.mask.shape[1] - width + 1 + k:] = 0  # rejected window tokens and padding
-            row.feed, row.position = chosen[b][k], row.position + 1 + k
-            if not row.alive:
-                continue
-            row.forwarded += len(fed[b])
-            req = row.request
-            for t in window[:k] + [chosen[b][k]]:
+            self.owner[first - len(f) + 1 + k:first] = -1  # rejected window tokens: holes
+            row.feed, row.position = mine[k], row.position + 1 + k
+            row.forwarded += len(f)
+            req, alive = row.request, True
+            for t in window[:k] + [mine[k]]:
                 row.generated.append(t)
                 if (t in req.stop_ids or len(req.prefix) + len(row.generated) >= req.max_len
                         or (req.is_final is not None and req.is_final(list(req.prefix) + row.generated))):
-                    row.alive = False
+                    alive = False
                     break
-            if row.alive:
+            if alive:
                 if row.cursor is not None:
                     row.cursor.update(list(req.prefix) + row.generated, len(window), k)
+                running.append(row)
                 continue
             done[row.ticket] = Continuation(row.generated, row.forwarded)
             seq = tuple(req.prefix) + tuple(row.generated)
             if self.refs is not None:
                 self.refs.add(req.owner, seq)
             if self.store.max_bytes > 0:
-                keys, values = self._row_kv(b, len(seq) - 1)  # prefix + generated[:-1]
+                keys, values = self._row_kv(row.ticket, len(seq) - 1)  # prefix + generated[:-1]
                 self.store.add(CachedSequence(req.owner, seq[:-1], keys, values))
+        self.rows = running
         return done
