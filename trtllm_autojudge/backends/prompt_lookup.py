@@ -54,7 +54,7 @@ def realign(seq: Sequence[int], ref: Sequence[int], expected: int) -> int | None
 class LookupWindows:
     """Window sizes of lookup regeneration and how many sequences per owner are kept as references."""
 
-    min_window: int = 8
+    min_window: int = 3
     max_window: int = 64
     references: int = 8
 

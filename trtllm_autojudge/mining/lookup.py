@@ -37,7 +37,7 @@ class LookupRegenerator(SessionRegenerator):
     the tokens the draft ran; ``references`` caps the sequences kept per owner.
     """
 
-    def __init__(self, lm: LanguageModel, min_window: int = 8, max_window: int = 64, references: int = 8,
+    def __init__(self, lm: LanguageModel, min_window: int = 3, max_window: int = 64, references: int = 8,
                  draft: LanguageModel | None = None, draft_window: int = 8):
         if draft_window < 1:
             raise ValueError(f"draft_window must be >= 1, got {draft_window}")

@@ -23,7 +23,7 @@ COST_KEYS = ("target_forwarded_tokens", "draft_forwarded_tokens", "regenerations
 
 
 LOCAL_REGENERATORS = ("transformers", "lookup", "lookup-draft")  # `--regenerator` choices that run here
-DEFAULT_WINDOWS = "8:64"  # `--lookup-windows` of mine, make_judge.py and bench_mining.py
+DEFAULT_WINDOWS = "3:64"  # `--lookup-windows` of mine, make_judge.py and bench_mining.py (docs/mining.md: 3:64 vs 8:64)
 
 
 def local_regenerator(name: str, target, draft, batch_size: int = 1, reuse_cache: bool = True,
@@ -54,7 +54,7 @@ def parse_windows(text: str) -> LookupWindows:
         low, high = (int(x) for x in text.split(":"))
         return LookupWindows(low, high)
     except ValueError as e:
-        raise ValueError(f"--lookup-windows {text!r}: give MIN:MAX with 1 <= MIN <= MAX, e.g. 8:64 ({e})") from None
+        raise ValueError(f"--lookup-windows {text!r}: give MIN:MAX with 1 <= MIN <= MAX, e.g. 3:64 ({e})") from None
 
 
 def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size: int = 1, regenerator=None):
