@@ -191,8 +191,7 @@ class TransformersRegenerator(RequestQueue):
     def _admit(self) -> None:
         """Compact the cache when its holes outgrow ``hole_slack`` and half the live entries; then let
         queued requests join while there is room, their prefixes' entries appended to the cache."""
-        live = self.owner.numel() - self._holes() if self.owner is not None else 0
-        if self.owner is not None and self._holes() > max(self.hole_slack, live // 2):
+        if self._holes() > max(self.hole_slack, sum(row.position for row in self.rows) // 2):
             keep = torch.isin(self.owner, torch.tensor([row.ticket for row in self.rows], device=self.owner.device))
             index = keep.nonzero().squeeze(1)  # [live]
             old, self.cache = self.cache, growing_cache(self.lm.model.config)
