@@ -16,8 +16,8 @@ labels were mined) with the --miners named (default: all):
   (``--regenerator lookup --batch-size B``);
 - fast-skip: fast with --skip-unlikely P (the research-code shortcut: changes labels);
 then, unless --no-bf16, fast in bfloat16 (how often the dtype changes labels), and with --ranks R > 1
-the fastest exact miner run here under mpirun -n R (scaling); all in one run, same dtype and
-threads, and writes --out (docs/results/mining.json).
+plain and the fastest exact miner run here, each under mpirun -n R (scaling, and the ratio at equal
+ranks); all in one run, same dtype and threads, and writes --out (docs/results/mining.json).
 """
 from __future__ import annotations
 
@@ -81,13 +81,30 @@ def rate(stats: dict) -> dict:
     return {k: round(stats[k], 4) if isinstance(stats[k], float) else stats[k] for k in keep}
 
 
+def mine_mpi(args, name: str, flags: list[str]) -> tuple[str, dict, dict]:
+    """`mine` with miner `name`'s flags under mpirun -n --ranks, on the same cores: (command, stats, records)."""
+    out = args.work / f"{name}-{args.ranks}ranks.jsonl"
+    for stale in args.work.glob(out.name + "*"):
+        stale.unlink()
+    mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or "mpirun"
+    mpi_flags = (["--allow-run-as-root"] if os.geteuid() == 0 else []) + ["--oversubscribe"]
+    cmd = [mpirun, *mpi_flags, "-n", str(args.ranks), sys.executable, "-m", "trtllm_autojudge.cli", "mine",
+           "--task", args.task, "--dtype", args.dtype, "--out", str(out), "--split", args.split, "--no-originals",
+           "--variants-per-template", str(args.variants_per_template), "--seed", str(args.seed),
+           "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), *flags,
+           "--threads", str(max(1, (args.threads or 1) // args.ranks))]  # the same cores in all
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
+    shown = " ".join(["mpirun", "-n", str(args.ranks), "python", *cmd[cmd.index("-m"):]])  # no paths of this machine
+    return shown, json.loads(done.stdout[done.stdout.index("{"):]), {r["id"]: r for r in read_records(out)[0]}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max-new-tokens", type=int, default=200)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=6, help="prompts per batch of the fast miner")
     p.add_argument("--skip-unlikely", type=float, default=0.01)
-    p.add_argument("--ranks", type=int, default=2, help="MPI ranks of the scaling run of the fastest exact miner (1: skip it)")
+    p.add_argument("--ranks", type=int, default=2, help="MPI ranks of the scaling runs of plain and of the fastest exact miner (1: skip them)")
     p.add_argument("--miners", default=",".join(MINERS), help=f"miners to run, plain among them (default {','.join(MINERS)})")
     p.add_argument("--lookup-windows", default=DEFAULT_WINDOWS, metavar="MIN:MAX", help="window sizes of the lookup miners (mine's flag)")
     p.add_argument("--no-bf16", action="store_true", help="skip the bfloat16 run")
@@ -153,26 +170,17 @@ def main(argv=None) -> int:
     best = max(exact_names, key=lambda n: results[key(n)]["labels_per_cpu_minute"], default=None)
     cmd_mpi = None
     if args.ranks > 1 and best is not None:
-        out = args.work / f"{best}-{args.ranks}ranks.jsonl"
-        for stale in args.work.glob(out.name + "*"):
-            stale.unlink()
-        mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or "mpirun"
-        mpi_flags = (["--allow-run-as-root"] if os.geteuid() == 0 else []) + ["--oversubscribe"]
-        cmd_mpi = [mpirun, *mpi_flags, "-n", str(args.ranks), sys.executable, "-m", "trtllm_autojudge.cli", "mine",
-                   "--task", args.task, "--dtype", args.dtype, "--out", str(out), "--split", args.split, "--no-originals",
-                   "--variants-per-template", str(args.variants_per_template), "--seed", str(args.seed),
-                   "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), *flags[best],
-                   "--threads", str(max(1, (args.threads or 1) // args.ranks))]  # the same cores in all
-        done = subprocess.run(cmd_mpi, check=True, capture_output=True, text=True, cwd=REPO)
-        mpi = json.loads(done.stdout[done.stdout.index("{"):])
-        mpi_recs = {r["id"]: r for r in read_records(out)[0]}
-        one = results[key(best)]
-        print(f"{best} x{args.ranks} ranks {mpi['labels']:5d} labels  {mpi['labels_per_minute']:7.1f} labels/min  "
-              f"{mpi['labels_per_cpu_minute']:7.1f} labels/CPU-min", flush=True)
-        results[f"{key(best)}_{args.ranks}_ranks"] = rate(mpi) | {
-            "vs_one_rank": compare(mpi_recs, records[best]),
-            "scaling": round(mpi["labels_per_minute"] / one["labels_per_minute"], 3),
-            "cpu_time_scaling": round(mpi["labels_per_cpu_minute"] / one["labels_per_cpu_minute"], 3)}
+        mpi = {}
+        for name in ("plain", best):  # the same ranks for both: the equal-ranks ratio
+            cmd_mpi, mpi[name], mpi_recs = mine_mpi(args, name, flags[name])
+            one = results[key(name)]
+            print(f"{name} x{args.ranks} ranks {mpi[name]['labels']:5d} labels  {mpi[name]['labels_per_minute']:7.1f} "
+                  f"labels/min  {mpi[name]['labels_per_cpu_minute']:7.1f} labels/CPU-min", flush=True)
+            results[f"{key(name)}_{args.ranks}_ranks"] = rate(mpi[name]) | {
+                "vs_one_rank": compare(mpi_recs, records[name]),
+                "scaling": round(mpi[name]["labels_per_minute"] / one["labels_per_minute"], 3),
+                "cpu_time_scaling": round(mpi[name]["labels_per_cpu_minute"] / one["labels_per_cpu_minute"], 3),
+                "command": cmd_mpi}
     plain = results["plain"]
     summary = {
         "labels_per_min_plain": round(plain["labels_per_minute"], 2),
@@ -187,12 +195,18 @@ def main(argv=None) -> int:
                     f"labels_identical_{k}": r["vs_plain"]["prompts_identical"] == len(prompts),
                     f"target_tokens_per_label_{k}": round(r["target_tokens_per_label"], 1),
                     f"wasted_share_{k}": round(r["wasted_share"], 4)}
+    if args.ranks > 1 and best is not None:
+        r = lambda name: results[f"{key(name)}_{args.ranks}_ranks"]  # noqa: E731
+        summary |= {f"speedup_{key(best)}_{args.ranks}_ranks": round(
+                        r(best)["labels_per_minute"] / r("plain")["labels_per_minute"], 2),
+                    f"speedup_{key(best)}_{args.ranks}_ranks_cpu_time": round(
+                        r(best)["labels_per_cpu_minute"] / r("plain")["labels_per_cpu_minute"], 2)}
     summary |= {
         "target_tokens_per_label_plain": round(plain["target_tokens_per_label"], 1),
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),
         "command": "python build_scripts/bench_mining.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "mpi_command": None if cmd_mpi is None else " ".join(["mpirun", "-n", str(args.ranks), "python", *cmd_mpi[cmd_mpi.index("-m"):]]),
+        "mpi_command": cmd_mpi,  # the fast miner's (plain's: results["plain_R_ranks"]["command"])
         "machine": args.machine,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
