@@ -142,3 +142,16 @@ def test_missing_shipped_judge_is_optional_unless_required(tmp_path, monkeypatch
     with pytest.raises(SystemExit, match="judge file .*absent.safetensors not found"):
         common.load_judge(argparse.Namespace(judge=str(tmp_path / "absent.safetensors"), target="tuned",
                                              draft="embedded"), None, None, required=False, task=task)
+
+
+def test_judge_record_names_a_shipped_judge_by_its_place_in_the_package(tmp_path, monkeypatch):
+    """Result files must name no folder of the machine they ran on: a shipped judge (an absolute path
+    into the package) is recorded as trtllm_autojudge/assets/..., a user's judge as given."""
+    head = JudgeHead.load(common.PACKAGE / "assets" / "judge_gsm8k_program.safetensors")
+    shipped = common.judge_record(common.PACKAGE / "assets" / "judge_gsm8k_program.safetensors", head)
+    assert shipped["file"] == "trtllm_autojudge/assets/judge_gsm8k_program.safetensors"
+    assert shipped["fingerprint"] == head.fingerprint()
+    own = tmp_path / "mine.safetensors"
+    assert common.judge_record(own, head)["file"] == str(own)
+    monkeypatch.chdir(common.PACKAGE)  # a relative path into the package reads the same
+    assert common.judge_record("assets/judge_gsm8k_program.safetensors", head)["file"] == shipped["file"]

@@ -58,9 +58,18 @@ def load_judge(args: argparse.Namespace, target, draft, required: bool, task: Ta
     return None if path is None else load_judge_file(path, target, draft)
 
 
+PACKAGE = Path(__file__).resolve().parents[1]  # trtllm_autojudge/
+
+
 def judge_record(path, judge: JudgeHead) -> dict:
-    """What a result file records of the judge it ran with: the file as given, and what identifies it."""
-    return {"file": str(path), **judge.describe()}
+    """What a result file records of the judge it ran with: the file (a shipped one by its place in the
+    package, so results name no folder of the machine they ran on; any other as given), and what
+    identifies it."""
+    try:
+        file = f"{PACKAGE.name}/{Path(path).resolve().relative_to(PACKAGE).as_posix()}"
+    except ValueError:  # not in the package
+        file = str(path)
+    return {"file": file, **judge.describe()}
 
 
 def load_judge_file(path, target, draft) -> JudgeHead:
