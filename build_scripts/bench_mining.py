@@ -170,16 +170,15 @@ def main(argv=None) -> int:
     best = max(exact_names, key=lambda n: results[key(n)]["labels_per_cpu_minute"], default=None)
     cmd_mpi = None
     if args.ranks > 1 and best is not None:
-        mpi = {}
         for name in ("plain", best):  # the same ranks for both: the equal-ranks ratio
-            cmd_mpi, mpi[name], mpi_recs = mine_mpi(args, name, flags[name])
+            cmd_mpi, mpi, mpi_recs = mine_mpi(args, name, flags[name])
             one = results[key(name)]
-            print(f"{name} x{args.ranks} ranks {mpi[name]['labels']:5d} labels  {mpi[name]['labels_per_minute']:7.1f} "
-                  f"labels/min  {mpi[name]['labels_per_cpu_minute']:7.1f} labels/CPU-min", flush=True)
-            results[f"{key(name)}_{args.ranks}_ranks"] = rate(mpi[name]) | {
+            print(f"{name} x{args.ranks} ranks {mpi['labels']:5d} labels  {mpi['labels_per_minute']:7.1f} "
+                  f"labels/min  {mpi['labels_per_cpu_minute']:7.1f} labels/CPU-min", flush=True)
+            results[f"{key(name)}_{args.ranks}_ranks"] = rate(mpi) | {
                 "vs_one_rank": compare(mpi_recs, records[name]),
-                "scaling": round(mpi[name]["labels_per_minute"] / one["labels_per_minute"], 3),
-                "cpu_time_scaling": round(mpi[name]["labels_per_cpu_minute"] / one["labels_per_cpu_minute"], 3),
+                "scaling": round(mpi["labels_per_minute"] / one["labels_per_minute"], 3),
+                "cpu_time_scaling": round(mpi["labels_per_cpu_minute"] / one["labels_per_cpu_minute"], 3),
                 "command": cmd_mpi}
     plain = results["plain"]
     summary = {

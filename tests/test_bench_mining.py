@@ -42,7 +42,6 @@ def test_bench_refuses_unknown_miners_and_a_run_without_plain(bench, tmp_path):
             bench(["--task", "toy_task:ToyTask", "--miners", miners, "--work", str(tmp_path)])
 
 
-
 def test_ranks_run_plain_and_the_fastest_exact_miner_under_mpirun(bench, tmp_path, monkeypatch):
     """--ranks R: plain and the fastest exact miner each run under mpirun -n R, and the summary holds
     their ratio at equal ranks. mpirun is faked: it replays the one-process labels, at 10 labels/min

@@ -20,6 +20,7 @@ from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.store import unimportant_map
 from trtllm_autojudge.tasks import Gsm8kCotTask
+from trtllm_autojudge.tasks.base import ASSETS
 
 K, MAX_NEW = 4, 16
 
@@ -147,11 +148,11 @@ def test_missing_shipped_judge_is_optional_unless_required(tmp_path, monkeypatch
 def test_judge_record_names_a_shipped_judge_by_its_place_in_the_package(tmp_path, monkeypatch):
     """Result files must name no folder of the machine they ran on: a shipped judge (an absolute path
     into the package) is recorded as trtllm_autojudge/assets/..., a user's judge as given."""
-    head = JudgeHead.load(common.PACKAGE / "assets" / "judge_gsm8k_program.safetensors")
-    shipped = common.judge_record(common.PACKAGE / "assets" / "judge_gsm8k_program.safetensors", head)
+    head = JudgeHead.load(ASSETS / "judge_gsm8k_program.safetensors")
+    shipped = common.judge_record(ASSETS / "judge_gsm8k_program.safetensors", head)
     assert shipped["file"] == "trtllm_autojudge/assets/judge_gsm8k_program.safetensors"
     assert shipped["fingerprint"] == head.fingerprint()
     own = tmp_path / "mine.safetensors"
     assert common.judge_record(own, head)["file"] == str(own)
-    monkeypatch.chdir(common.PACKAGE)  # a relative path into the package reads the same
+    monkeypatch.chdir(ASSETS.parent)  # a relative path into the package reads the same
     assert common.judge_record("assets/judge_gsm8k_program.safetensors", head)["file"] == shipped["file"]

@@ -12,6 +12,7 @@ from ..judge.frontier import choose_threshold
 from ..judge.head import JudgeHead
 from ..mining.cli import problem_id
 from ..tasks import Task
+from ..tasks.base import ASSETS
 from .runner import Question
 
 AUTO_HARM_CAPS = (0.01, 0.02, 0.05, 0.1, 0.2)  # validation important-accept rates swept by --thresholds auto
@@ -58,15 +59,12 @@ def load_judge(args: argparse.Namespace, target, draft, required: bool, task: Ta
     return None if path is None else load_judge_file(path, target, draft)
 
 
-PACKAGE = Path(__file__).resolve().parents[1]  # trtllm_autojudge/
-
-
 def judge_record(path, judge: JudgeHead) -> dict:
     """What a result file records of the judge it ran with: the file (a shipped one by its place in the
     package, so results name no folder of the machine they ran on; any other as given), and what
     identifies it."""
     try:
-        file = f"{PACKAGE.name}/{Path(path).resolve().relative_to(PACKAGE).as_posix()}"
+        file = f"{ASSETS.parent.name}/{Path(path).resolve().relative_to(ASSETS.parent).as_posix()}"
     except ValueError:  # not in the package
         file = str(path)
     return {"file": file, **judge.describe()}
