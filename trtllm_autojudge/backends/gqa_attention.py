@@ -11,7 +11,9 @@ CUDA's masked kernels lack it; this one takes it on the CPU only.
 
 :func:`use_gqa_sdpa` switches models from ``"sdpa"`` to this attention (:data:`NAME`), registered
 once with sdpa's mask builder. Everything but a masked multi-token CPU forward goes to
-transformers' own SDPA function unchanged.
+transformers' own SDPA function unchanged, except a forward over packed rows (the keyword
+``packed_rows``, :class:`.row_cache.PackedRows`: mining's batched regeneration), whose rows each
+attend to their own cache entries.
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ def sdpa_gqa_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor, 
                      is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """query [b, heads, q, d], key / value [b, kv_heads, k, d], attention_mask [b, 1, q, k] ->
     ([b, q, heads, d], None): transformers' attention-function contract."""
+    rows = kwargs.get("packed_rows")
+    if rows is not None:
+        return rows.attend(module.layer_idx, query, scaling), None
     if not reads_kv_in_place(module, query, attention_mask, kwargs):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)

@@ -4,22 +4,19 @@ Each request starts from the KV cache of the longest prefix it shares with a seq
 computed recently for the same owner (a :class:`PrefixStore` entry: the prompt's response, an
 earlier regeneration). The rest of its prefix but the last token is prefilled at batch 1, without
 padding. Then it joins the running batch (continuous batching): all rows decode together, their
-tokens packed into one sequence without padding, each with its own position ids and a mask that
-lets it see only its own row's cache entries; the cache (:mod:`.growing_cache`: written in place)
-holds every row's entries in that one sequence. Finished rows leave, queued requests take their
-place, their prefixes' entries appended.
+tokens packed into one sequence without padding, each with its own position ids; each row keeps
+its keys and values in its own buffers and attends to them only (:mod:`.row_cache`). Finished rows
+leave, queued requests take their place.
 
 Without ``lookup`` every row feeds one token per step. With ``lookup``
 (:class:`.prompt_lookup.LookupWindows`, ``--regenerator lookup --batch-size B``) every row also
 feeds a window looked up in its owner's earlier sequences (:class:`.prompt_lookup.LookupCursor`);
 each row keeps the window's tokens the target's argmax confirms and adds the target's own next
-token, as speculative decoding does. The cache entries of rejected tokens, and of rows that
-finished or were cancelled, are holes no row sees, compacted away when they outgrow the live ones.
-Every emitted token is still the target's argmax at its own prefix.
+token, as speculative decoding does; the entries of its rejected tokens are overwritten by its next
+step. Every emitted token is still the target's argmax at its own prefix.
 
-Masked entries add exact zeros, but batch and window shapes change float32 rounding, so a near-tie
-can break differently than at batch 1; in float64 the continuations equal the sequential ones
-(tests/test_mining_regeneration.py).
+Batch and window shapes change float32 rounding, so a near-tie can break differently than at
+batch 1; in float64 the continuations equal the sequential ones (tests/test_mining_regeneration.py).
 """
 from __future__ import annotations
 
@@ -30,9 +27,10 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
-from .growing_cache import growing_cache
+from .gqa_attention import NAME as ROWS_ATTENTION, use_gqa_sdpa
 from .prompt_lookup import LookupCursor, LookupWindows, References, common_prefix_len
 from .regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
+from .row_cache import PackedRows, RowKV
 from .transformers_backend import TransformersLM
 
 
@@ -83,10 +81,8 @@ class Row:
 
     ticket: int
     request: RegenerationRequest
-    keys: list[torch.Tensor] | None  # per layer [kv_heads, N, head_dim] until the row joins the batch
-    values: list[torch.Tensor] | None
-    feed: int  # the token it feeds next
-    position: int  # that token's position (= the row's entries in the cache)
+    kv: RowKV  # its cache entries: those of every token before ``feed``
+    feed: int  # the token it feeds next, at position kv.length
     generated: list[int]
     forwarded: int
     cursor: LookupCursor | None = None  # with lookup: where it stands in its reference
@@ -109,12 +105,14 @@ class TransformersRegenerator(RequestQueue):
     batched forwards.
     """
 
-    hole_slack = 64  # cache entries of no running row (rejected, cancelled, finished) tolerated before compacting
-
     def __init__(self, lm: TransformersLM, max_rows: int = 32, cache_bytes: int = 2**31,
                  lookup: LookupWindows | None = None):
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        use_gqa_sdpa(lm.model)
+        if lm.model.config._attn_implementation != ROWS_ATTENTION:
+            raise ValueError(f"batched regeneration runs each row's attention with SDPA; this target uses "
+                             f"{lm.model.config._attn_implementation!r} attention: load it with attn_implementation='sdpa'")
         super().__init__()
         self.lm, self.max_rows, self.lookup = lm, max_rows, lookup
         self.refs = References(lookup.references) if lookup else None
@@ -126,8 +124,6 @@ class TransformersRegenerator(RequestQueue):
         self._kv_heads = int(getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads)
         self._head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
         self.rows: list[Row] = []  # the running rows, in the order they joined
-        self.cache: DynamicCache | None = None  # every row's entries in one sequence: batch 1, [1, kv_heads, N, head_dim]
-        self.owner: torch.Tensor | None = None  # [N] long: the ticket of the row each cache entry belongs to
 
     # -- the interface --
 
@@ -147,7 +143,7 @@ class TransformersRegenerator(RequestQueue):
         spent = {t: 0 for t in tickets if self.queue.pop(t, None) is not None}
         wanted = set(tickets)
         spent.update((row.ticket, row.forwarded) for row in self.rows if row.ticket in wanted)
-        self.rows = [row for row in self.rows if row.ticket not in wanted]  # their entries are holes now
+        self.rows = [row for row in self.rows if row.ticket not in wanted]
         return spent
 
     # -- the running batch --
@@ -175,72 +171,37 @@ class TransformersRegenerator(RequestQueue):
             self.lm.model.model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True)
             keys, values = [layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers]
         cursor = LookupCursor(self.refs.best(request.owner, prefix), self.lookup) if self.lookup else None
-        return Row(ticket, request, keys, values, prefix[-1], len(prefix) - 1, [], len(pending), cursor)
+        return Row(ticket, request, RowKV(keys, values), prefix[-1], [], len(pending), cursor)
 
-    def _row_kv(self, ticket: int, n: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """The first ``n`` cache entries of a running row, in token order (per layer [kv_heads, n, head_dim])."""
-        index = (self.owner == ticket).nonzero().squeeze(1)[:n]  # [n]
-        return ([layer.keys[0].index_select(1, index) for layer in self.cache.layers],
-                [layer.values[0].index_select(1, index) for layer in self.cache.layers])
-
-    def _holes(self) -> int:
-        """Cache entries of no running row: rejected window tokens, cancelled and finished rows."""
-        return 0 if self.owner is None else self.owner.numel() - sum(row.position for row in self.rows)
-
-    @torch.inference_mode()
     def _admit(self) -> None:
-        """Compact the cache when its holes outgrow ``hole_slack`` and half the live entries; then let
-        queued requests join while there is room, their prefixes' entries appended to the cache."""
-        if self._holes() > max(self.hole_slack, sum(row.position for row in self.rows) // 2):
-            keep = torch.isin(self.owner, torch.tensor([row.ticket for row in self.rows], device=self.owner.device))
-            index = keep.nonzero().squeeze(1)  # [live]
-            old, self.cache = self.cache, growing_cache(self.lm.model.config)
-            for j, layer in enumerate(old.layers):
-                self.cache.update(layer.keys.index_select(2, index), layer.values.index_select(2, index), j)
-            self.owner = self.owner[index]
+        """Let queued requests join while there is room."""
         while self.queue and len(self.rows) < self.max_rows:
-            ticket, request = self.queue.popitem(last=False)
-            row = self._prefill(ticket, request)
-            if self.cache is None:
-                self.cache = growing_cache(self.lm.model.config)  # each step writes only its new entries
-                self.owner = torch.zeros(0, dtype=torch.long, device=self.lm.device)
-            for j in range(self._layers):
-                self.cache.update(row.keys[j][None], row.values[j][None], j)
-            self.owner = torch.cat([self.owner, torch.full((row.position,), ticket, device=self.owner.device)])
-            row.keys = row.values = None
-            self.rows.append(row)
+            self.rows.append(self._prefill(*self.queue.popitem(last=False)))
 
     @torch.inference_mode()
     def _step(self) -> dict[int, Continuation]:
         """Every row feeds its token and its looked-up window, all rows' tokens packed into one
-        sequence (no padding), each seeing only its own row's entries; each row keeps the confirmed
+        sequence (no padding), each row attending to its own entries; each row keeps the confirmed
         part and the target's next token. The rows that finished."""
         model, device = self.lm.model, self.lm.device
         windows = [row.window() for row in self.rows]
         fed = [[row.feed] + w for row, w in zip(self.rows, windows)]
         tokens = torch.tensor([[t for f in fed for t in f]], device=device)  # [1, T]
-        positions = torch.tensor([row.position + k for row, f in zip(self.rows, fed) for k in range(len(f))],
+        positions = torch.tensor([row.kv.length + k for row, f in zip(self.rows, fed) for k in range(len(f))],
                                  device=device)  # [T]
-        owner = torch.tensor([row.ticket for row, f in zip(self.rows, fed) for _ in f], device=device)  # [T]
-        mask = torch.cat([owner[:, None] == self.owner[None],  # [T, N] the row's cache entries
-                          (owner[:, None] == owner[None]) & (positions[:, None] >= positions[None])],  # [T, T] causal
-                         dim=1)[None, None]  # [1, 1, T, N + T], True = attend
-        if model.config._attn_implementation == "eager":  # eager attention adds its mask to the scores
-            mask = torch.zeros(mask.shape, dtype=self.lm.dtype, device=device).masked_fill(~mask, torch.finfo(self.lm.dtype).min)
-        hidden = model.model(input_ids=tokens, attention_mask=mask, position_ids=positions[None], cache=self.cache,
-                             use_cache=True).last_hidden_state[0]  # [T, H]
+        layout = PackedRows([row.kv for row in self.rows], [len(f) for f in fed])
+        hidden = model.model(input_ids=tokens, attention_mask=layout.placeholder_mask, position_ids=positions[None],
+                             cache=layout, packed_rows=layout, use_cache=True).last_hidden_state[0]  # [T, H]
         chosen = model.lm_head(hidden).argmax(-1).tolist()  # [T] the target's token after each fed one
         self.forward_calls += 1
-        first, self.owner = self.owner.numel(), torch.cat([self.owner, owner])  # the step's entries: [first, first + T)
         done, running = {}, []
         for row, window, f in zip(self.rows, windows, fed):
-            mine, first = chosen[:len(f)], first + len(f)
-            chosen = chosen[len(f):]
+            mine, chosen = chosen[:len(f)], chosen[len(f):]
             k = 0  # window tokens the target confirms
             while k < len(window) and mine[k] == window[k]:
                 k += 1
-            self.owner[first - len(f) + 1 + k:first] = -1  # rejected window tokens: holes
-            row.feed, row.position = mine[k], row.position + 1 + k
+            row.kv.keep(row.kv.length + 1 + k)  # the entries of the rejected window tokens are dropped
+            row.feed = mine[k]
             row.forwarded += len(f)
             req, alive = row.request, True
             for t in window[:k] + [mine[k]]:
@@ -259,7 +220,7 @@ class TransformersRegenerator(RequestQueue):
             if self.refs is not None:
                 self.refs.add(req.owner, seq)
             if self.store.max_bytes > 0:
-                keys, values = self._row_kv(row.ticket, len(seq) - 1)  # prefix + generated[:-1]
-                self.store.add(CachedSequence(req.owner, seq[:-1], keys, values))
+                keys, values = row.kv.prefix(len(seq) - 1)  # prefix + generated[:-1]
+                self.store.add(CachedSequence(req.owner, seq[:-1], [k.clone() for k in keys], [v.clone() for v in values]))
         self.rows = running
         return done
