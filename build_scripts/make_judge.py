@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the one with the best validation ROC-AUC is installed")
     p.add_argument("--val-fraction", type=float, default=0.2,
                    help="fraction of prompts held out for the C grid and the threshold (default 0.2)")
+    p.add_argument("--max-important-accept", type=float, default=0.01,
+                   help="the judges' default threshold: the largest whose validation important-accept rate is at "
+                        "most this (`train --max-important-accept`; default 0.01)")
     p.add_argument("--no-install", action="store_true")
     p.add_argument("--target", default="tuned", help="target for mine/features (default: the embedded tuned target)")
     p.add_argument("--draft", default="embedded", help="draft for mine/features (default: the embedded draft)")
@@ -128,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     for setup in args.setups.split(","):
         out = args.work / f"judge_{setup}.safetensors"
         if cli(["train", "--features", str(features), "--setup", setup, "--out", str(out),
-                "--seed", str(args.seed), "--val-fraction", str(args.val_fraction), "--plot", str(args.work / f"frontier_{setup}.png")]) != 0:
+                "--seed", str(args.seed), "--val-fraction", str(args.val_fraction),
+                "--max-important-accept", str(args.max_important_accept), "--plot", str(args.work / f"frontier_{setup}.png")]) != 0:
             raise SystemExit(f"training {setup} failed")
         head = JudgeHead.load(out)
         head.meta["settings"] = {"split": "train", "per_template": args.variants_per_template, "seed": args.seed}

@@ -5,7 +5,7 @@ Reproduces the shipped drafts (``assets/draft.safetensors`` and, for the target 
 ``target_lora_program``, ``assets/draft_program.safetensors``):
 
     python build_scripts/train_draft.py                        # gsm8k-cot: labels, training (resumes from --work), save
-    python build_scripts/train_draft.py --task gsm8k-program --layers 8 --epochs 3 --comment-noise 0.7
+    python build_scripts/train_draft.py --task gsm8k-program --layers 8 --epochs 2 --per-template 30 --comment-noise 0.7
     python build_scripts/train_draft.py [--task T ...] --measure  # alpha, cost per token, accepted tokens per cycle
 
 The draft is the tuned target's first ``--layers`` decoder layers with the target's embeddings and

@@ -62,3 +62,42 @@ def test_bad_arguments_say_what_to_change(tmp_path):
         CURVE["main"](["--features", str(path), "--folds", "5"])
     with pytest.raises(SystemExit, match="--fractions must lie in"):
         CURVE["main"](["--features", str(path), "--folds", "3", "--fractions", "0,1"])
+
+
+def test_extra_rows_train_every_fold_but_never_for_their_own_questions(monkeypatch):
+    fs = synthetic(True, prompts=12, per_prompt=6)
+    ex = synthetic(True, prompts=16, per_prompt=3, seed=1)  # questions q0..q15: q12..q15 are not in the main set
+    main_question = np.array([f"q{i}" for i in range(12)])
+    extra = CURVE["Extra"](ex.features, ex.labels, np.array([f"q{i}" for i in ex.prompt_index]), main_question)
+    folds = np.array_split(np.arange(12), 3)
+    seen = []
+    real_fit = CURVE["LogisticRegression"].fit
+
+    def fit(self, X, y):
+        seen.append(X.shape[0])
+        return real_fit(self, X, y)
+
+    monkeypatch.setattr(CURVE["LogisticRegression"], "fit", fit)
+    scores, size = CURVE["cross_validated_scores"](fs, folds, 1.0, 1.0, extra)
+    assert seen == [fs.num_rows - 6 * len(f) + ex.num_rows - 3 * len(f) for f in folds]
+    assert scores.shape == (fs.num_rows,) and size == round(np.mean(seen))
+
+
+def test_extra_features_are_reported_beside_the_main_set(tmp_path, monkeypatch):
+    main, extra = tmp_path / "main.safetensors", tmp_path / "extra.safetensors"
+    synthetic(True, prompts=12).save(main)
+    synthetic(True, prompts=8, seed=1).save(extra)
+    ids = {"main.jsonl": [f"q{i}" for i in range(12)], "extra.jsonl": [f"q{i}" for i in range(4, 12)]}
+    monkeypatch.setitem(CURVE["main"].__globals__, "record_ids", lambda path: np.array(ids[Path(path).name]))
+    out = tmp_path / "c.json"
+    base = ["--features", str(main), "--setups", "DT", "--cs", "1", "--fractions", "1", "--folds", "3", "--tail-c", "1"]
+    assert CURVE["main"](base + ["--labels", "main.jsonl", "--extra-features", str(extra), "--extra-labels", "extra.jsonl",
+                                 "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [r["setup"] for r in result["curve"]] == ["DT", "DT+extra"] and set(result["tail"]) == {"DT", "DT+extra"}
+    assert result["curve"][1]["train_labels"] > result["curve"][0]["train_labels"]
+    with pytest.raises(SystemExit, match="--extra-features needs --extra-labels"):
+        CURVE["main"](base + ["--extra-features", str(extra), "--extra-labels", "extra.jsonl"])
+    ids["main.jsonl"] = ids["main.jsonl"][:5]
+    with pytest.raises(SystemExit, match="--labels holds 5 records"):
+        CURVE["main"](base + ["--labels", "main.jsonl", "--extra-features", str(extra), "--extra-labels", "extra.jsonl"])
