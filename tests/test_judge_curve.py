@@ -21,10 +21,8 @@ def synthetic(readable: bool, prompts=40, per_prompt=12, seed=0) -> FeatureSet:
     return FeatureSet(x, labels, np.repeat(np.arange(prompts), per_prompt), np.arange(M), "DD-DT", 8, 8, "d", "t", "toy")
 
 
-def test_scores_come_from_judges_that_never_saw_the_prompt(monkeypatch):
-    fs = synthetic(True)
-    prompts = np.unique(fs.prompt_index)
-    folds = np.array_split(np.random.default_rng(0).permutation(prompts), 4)
+def training_rows_of_each_fit(monkeypatch) -> list[int]:
+    """The number of training rows of every logistic regression fitted from now on (filled as they run)."""
     seen = []
     real_fit = CURVE["LogisticRegression"].fit
 
@@ -33,6 +31,14 @@ def test_scores_come_from_judges_that_never_saw_the_prompt(monkeypatch):
         return real_fit(self, X, y)
 
     monkeypatch.setattr(CURVE["LogisticRegression"], "fit", fit)
+    return seen
+
+
+def test_scores_come_from_judges_that_never_saw_the_prompt(monkeypatch):
+    fs = synthetic(True)
+    prompts = np.unique(fs.prompt_index)
+    folds = np.array_split(np.random.default_rng(0).permutation(prompts), 4)
+    seen = training_rows_of_each_fit(monkeypatch)
     scores, size = CURVE["cross_validated_scores"](fs, folds, 1.0, 1.0)
     assert seen == [fs.num_rows - np.isin(fs.prompt_index, f).sum() for f in folds]  # each judge: the other folds only
     assert size == round(np.mean(seen)) and scores.shape == (fs.num_rows,) and np.all((scores > 0) & (scores < 1))
@@ -70,14 +76,7 @@ def test_extra_rows_train_every_fold_but_never_for_their_own_questions(monkeypat
     main_question = np.array([f"q{i}" for i in range(12)])
     extra = CURVE["Extra"](ex.features, ex.labels, np.array([f"q{i}" for i in ex.prompt_index]), main_question)
     folds = np.array_split(np.arange(12), 3)
-    seen = []
-    real_fit = CURVE["LogisticRegression"].fit
-
-    def fit(self, X, y):
-        seen.append(X.shape[0])
-        return real_fit(self, X, y)
-
-    monkeypatch.setattr(CURVE["LogisticRegression"], "fit", fit)
+    seen = training_rows_of_each_fit(monkeypatch)
     scores, size = CURVE["cross_validated_scores"](fs, folds, 1.0, 1.0, extra)
     assert seen == [fs.num_rows - 6 * len(f) + ex.num_rows - 3 * len(f) for f in folds]
     assert scores.shape == (fs.num_rows,) and size == round(np.mean(seen))
