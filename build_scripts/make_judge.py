@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
+from trtllm_autojudge.judge.frontier import DEFAULT_MAX_IMPORTANT_ACCEPT  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
 from trtllm_autojudge.mining.run import DEFAULT_WINDOWS, LOCAL_REGENERATORS  # noqa: E402
 from trtllm_autojudge.mining.store import append_record, read_records, repair_tail, write_gzip  # noqa: E402
@@ -98,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the one with the best validation ROC-AUC is installed")
     p.add_argument("--val-fraction", type=float, default=0.2,
                    help="fraction of prompts held out for the C grid and the threshold (default 0.2)")
-    p.add_argument("--max-important-accept", type=float, default=0.01,
+    p.add_argument("--max-important-accept", type=float, default=DEFAULT_MAX_IMPORTANT_ACCEPT,
                    help="the judges' default threshold: the largest whose validation important-accept rate is at "
-                        "most this (`train --max-important-accept`; default 0.01)")
+                        f"most this (`train --max-important-accept`; default {DEFAULT_MAX_IMPORTANT_ACCEPT})")
     p.add_argument("--no-install", action="store_true")
     p.add_argument("--target", default="tuned", help="target for mine/features (default: the embedded tuned target)")
     p.add_argument("--draft", default="embedded", help="draft for mine/features (default: the embedded draft)")
