@@ -287,3 +287,33 @@ def test_draft_vocab_option_refuses_a_file_of_another_tokenizer(cache, monkeypat
     _, draft, _ = load_pair(args, task)
     shipped = load_subset(task.shipped_model_path("draft_vocab"), tokenizer, draft.vocab_size)
     assert draft.head.subset.token_ids.tolist() == shipped.token_ids.tolist()
+
+
+def test_draft_option_takes_a_draft_file_of_this_project(cache, monkeypatch, tmp_path):
+    """--draft FILE.safetensors: a train_draft.py output for the embedded tuned target, loaded as the
+    shipped draft is (same layers, same weights, the task's subset head by default); a missing file or
+    another target is refused with what to change."""
+    import argparse
+
+    from trtllm_autojudge.backends.loading import load_pair
+    from trtllm_autojudge.tasks import load_task
+
+    monkeypatch.setenv(embedded.CACHE_ENV, cache)
+    task = load_task("gsm8k-program")
+    mine = tmp_path / "my_draft.safetensors"
+    shutil.copy(task.shipped_model_path("draft"), mine)
+    args = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=None, dtype="float32",
+                              draft_vocab="auto")
+    _, shipped, _ = load_pair(args, task)
+    args.draft = str(mine)
+    target, draft, _ = load_pair(args, task)
+    assert draft.name == shipped.name and draft.model.lm_head.weight is target.model.lm_head.weight
+    assert draft.head.subset.token_ids.tolist() == shipped.head.subset.token_ids.tolist()
+    for a, b in zip(draft.model.parameters(), shipped.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    args.draft = str(tmp_path / "none.safetensors")
+    with pytest.raises(SystemExit, match="no such file .*train_draft.py --out"):
+        load_pair(args, task)
+    args.draft, args.target = str(mine), "raw"
+    with pytest.raises(SystemExit, match="made for the embedded tuned target"):
+        load_pair(args, task)

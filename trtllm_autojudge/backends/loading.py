@@ -1,7 +1,9 @@
 """Load a draft/target pair from command-line names: the embedded default or any HF folder.
 
-``--target tuned|raw|PATH``, ``--draft embedded|PATH`` and ``--draft-vocab auto|embedded|none|FILE`` (a
-draft LM head over a vocabulary subset, see :mod:`.vocab_subset`; auto: the task's shipped subset for the embedded draft). A PATH is a local transformers
+``--target tuned|raw|PATH``, ``--draft embedded|FILE.safetensors|PATH`` and ``--draft-vocab auto|embedded|none|FILE`` (a
+draft LM head over a vocabulary subset, see :mod:`.vocab_subset`; auto: the task's shipped subset for an embedded-style draft). A FILE.safetensors is a draft file of this
+project for the embedded tuned target (``build_scripts/train_draft.py --out``: layer cut + LoRA), to
+compare drafts without replacing the shipped one. A PATH is a local transformers
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
 ``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
@@ -29,11 +31,13 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("models")
     g.add_argument("--target", default="tuned",
                    help="embedded target 'tuned' (GSM8K adapter, default) or 'raw', or a local HF checkpoint folder")
-    g.add_argument("--draft", default="embedded", help="'embedded' (the shipped draft) or a local HF checkpoint folder")
+    g.add_argument("--draft", default="embedded",
+                   help="'embedded' (the task's shipped draft), a draft file of this project for the embedded tuned target "
+                        "(build_scripts/train_draft.py --out FILE.safetensors), or a local HF checkpoint folder")
     g.add_argument("--draft-vocab", default="auto",
                    help="draft LM head over a vocabulary subset: 'embedded' (the task's shipped subset, for the embedded "
-                        "draft), a subset file (build_scripts/make_draft_vocab.py), 'none' (the full head) or 'auto' "
-                        "(default: embedded for the embedded draft, else none)")
+                        "draft or a draft file), a subset file (build_scripts/make_draft_vocab.py), 'none' (the full head) "
+                        "or 'auto' (default: embedded for the embedded draft or a draft file, else none)")
     g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     g.add_argument("--dtype", default="auto", choices=CHOICES,
                    help="compute dtype (default auto: bfloat16 where the CPU/GPU computes it natively, else float32)")
@@ -75,12 +79,13 @@ def load_pair(args: argparse.Namespace, task=None):
         target.model.to(args.device)
     else:
         target, tokenizer = _hf(args.target, args.device)
-    if args.draft == "embedded":
-        if args.target not in EMBEDDED_TARGETS:
-            raise SystemExit("--draft embedded is made for the embedded target: give --draft PATH for your own target")
+    if is_embedded_draft(args.draft):
+        if args.target != "tuned":
+            raise SystemExit(f"--draft {args.draft} is made for the embedded tuned target: give --target tuned, "
+                             "or --draft PATH (a checkpoint folder) for your own target")
         from .embedded_draft import load_draft
 
-        draft, _ = load_draft(target, **({"path": task.shipped_model_path("draft")} if task is not None else {}))
+        draft, _ = load_draft(target, **_draft_file(args.draft, task))
         draft.model.to(args.device)
     else:
         draft, _ = _hf(args.draft, args.device)
@@ -98,17 +103,31 @@ def load_pair(args: argparse.Namespace, task=None):
     return target, draft, tokenizer
 
 
+def is_embedded_draft(name: str) -> bool:
+    """``--draft`` names a draft made from the embedded target: the shipped one, or a draft file."""
+    return name == "embedded" or name.endswith(".safetensors")
+
+
+def _draft_file(name: str, task) -> dict:
+    """``load_draft``'s ``path`` for an embedded-style ``--draft`` (none: the gsm8k-cot draft)."""
+    if name != "embedded":
+        if not Path(name).is_file():
+            raise SystemExit(f"--draft {name}: no such file (make one with build_scripts/train_draft.py --out {name})")
+        return {"path": name}
+    return {"path": task.shipped_model_path("draft")} if task is not None else {}
+
+
 def _use_draft_vocab(draft: TransformersLM, choice: str, draft_name: str, tokenizer, task) -> None:
     """Give the draft a vocabulary-subset head (after the cast: the head copies rows in the draft's dtype)."""
     from ..tasks import load_task
     from .vocab_subset import SubsetHead, load_subset
 
     if choice == "auto":
-        choice = "embedded" if draft_name == "embedded" else "none"
+        choice = "embedded" if is_embedded_draft(draft_name) else "none"
     if choice == "none":
         return
     if choice == "embedded":
-        if draft_name != "embedded":
+        if not is_embedded_draft(draft_name):
             raise SystemExit("--draft-vocab embedded is made for the embedded draft: give --draft-vocab FILE for yours")
         choice = (task or load_task("gsm8k-cot")).shipped_model_path("draft_vocab")
     try:
