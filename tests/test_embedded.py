@@ -314,6 +314,9 @@ def test_draft_option_takes_a_draft_file_of_this_project(cache, monkeypatch, tmp
     args.draft = str(tmp_path / "none.safetensors")
     with pytest.raises(SystemExit, match="no such file .*train_draft.py --out"):
         load_pair(args, task)
+    args.draft = str(task.shipped_model_path("draft_vocab"))  # a safetensors file, but no draft
+    with pytest.raises(SystemExit, match="not a draft file of this project"):
+        load_pair(args, task)
     args.draft, args.target = str(mine), "raw"
     with pytest.raises(SystemExit, match="made for the embedded tuned target"):
         load_pair(args, task)

@@ -85,7 +85,10 @@ def load_pair(args: argparse.Namespace, task=None):
                              "or --draft PATH (a checkpoint folder) for your own target")
         from .embedded_draft import load_draft
 
-        draft, _ = load_draft(target, **_draft_file(args.draft, task))
+        try:
+            draft, _ = load_draft(target, **_draft_file(args.draft, task))
+        except ValueError as e:  # a .safetensors file that is no draft of this project
+            raise SystemExit(f"--draft {args.draft}: {e}") from None
         draft.model.to(args.device)
     else:
         draft, _ = _hf(args.draft, args.device)
