@@ -14,7 +14,7 @@ from trtllm_autojudge.backends.sibling_linear import SiblingLinear
 STEP = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "bench_step.py"))
 
 
-@pytest.mark.skipif(not can_pack(torch.bfloat16, "cpu"), reason="this torch build has no oneDNN bf16")
+@pytest.mark.skipif(not can_pack(torch.bfloat16, "cpu"), reason="no oneDNN bf16 here: it needs an AVX-512 CPU and a torch build with oneDNN")
 def test_layouts_are_what_they_name_and_agree_bitwise():
     target, _ = tiny_pair(seed=0)
     lms = STEP["layouts"](target)

@@ -11,7 +11,7 @@ from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_g
 from trtllm_autojudge.decoding.tree import DraftTree
 from test_vocab_subset import prompts
 
-pytestmark = pytest.mark.skipif(not can_pack(torch.bfloat16, "cpu"), reason="this torch build has no oneDNN bf16")
+pytestmark = pytest.mark.skipif(not can_pack(torch.bfloat16, "cpu"), reason="no oneDNN bf16 here: it needs an AVX-512 CPU and a torch build with oneDNN")
 
 
 def siblings(n_in, outs, bias):

@@ -14,7 +14,7 @@ from torch import nn
 
 
 def can_pack(dtype: torch.dtype, device: torch.device | str) -> bool:
-    """True for bf16 on a CPU whose torch build has oneDNN with bf16 support."""
+    """True for bf16 on a CPU where oneDNN computes bf16 (an AVX-512 CPU, and a torch build with oneDNN)."""
     return (dtype == torch.bfloat16 and torch.device(device).type == "cpu" and torch.backends.mkldnn.is_available()
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
