@@ -35,7 +35,8 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
-from trtllm_autojudge.backends.embedded import cache_root, load_target  # noqa: E402
+from trtllm_autojudge.backends.embedded import load_target  # noqa: E402
+from trtllm_autojudge.cache_dir import cache_root  # noqa: E402
 from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, save_checkpoint  # noqa: E402
 from trtllm_autojudge.backends.embedded_draft import cut_model, load_draft  # noqa: E402
 from trtllm_autojudge.backends.lora import attach_lora, save_adapter  # noqa: E402

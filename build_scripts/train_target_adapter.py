@@ -38,7 +38,8 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
 from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
-from trtllm_autojudge.backends.embedded import cache_root, load_base, load_target  # noqa: E402
+from trtllm_autojudge.backends.embedded import load_base, load_target  # noqa: E402
+from trtllm_autojudge.cache_dir import cache_root  # noqa: E402
 from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, response_loss, save_checkpoint, token_weights  # noqa: E402
 from trtllm_autojudge.backends.lora import adapter_metadata, adapter_tensors, attach_lora, load_factors, save_adapter  # noqa: E402
 from trtllm_autojudge.data.batches import batch_examples  # noqa: E402

@@ -1,7 +1,9 @@
 """GSM8K data: answer extraction, the fixed split, JSONL errors, template variants, prompt format."""
 from __future__ import annotations
 
+import hashlib
 import json
+from fractions import Fraction
 from random import Random
 
 import pytest
@@ -11,6 +13,7 @@ from trtllm_autojudge.data import (
     load_jsonl, load_templates, original_problems, response_text, same_answer, strict_answer, variant_problems,
     write_jsonl,
 )
+from trtllm_autojudge.data.symbolic import numeric
 from trtllm_autojudge.data.templates import load_replacements
 
 EXTRACTION_CASES = [
@@ -86,6 +89,60 @@ def test_variant_generation_is_deterministic_and_distinct():
     assert len(a) == 3 * (len(EVAL_TEMPLATES) - len(BROKEN_TEMPLATES))
     originals = {p.question for p in original_problems("eval")}
     assert len({p.question for p in a}) == len(a) and not originals & {p.question for p in a}
+
+
+def test_variant_draws_are_frozen():
+    """The shipped adapters, drafts and judges record the (per_template, seed) of the variants they were
+    trained or mined on, and held-out sets leave those questions out by drawing them again
+    (Task.trained_questions): a change to the random stream of the draws would silently let training
+    questions into held-out sets. The digest is that of the draws the shipped artefacts were made
+    with; a change that moves it must remake them."""
+    digest = hashlib.sha256()
+    for split, per_template, seed in (("train", 2, 0), ("eval", 2, 5)):
+        for p in variant_problems(split, per_template, seed):
+            digest.update(f"{p.template_id}\0{p.question}\0{p.answer}\0{p.gold}\n".encode())
+    assert digest.hexdigest() == "77d8380f34b61da0bc14f294dd1045b8c30c14a0fa05dc75f94fc5791f300816"
+
+
+def _numeric_reference(value):
+    """numeric() without its shortcuts: every string goes through int(), float() and the fraction test."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+        return int(number) if number.is_integer() else number
+    except ValueError:
+        pass
+    num, slash, den = text.partition("/")
+    if slash and num.lstrip("-").isdigit() and den.isdigit() and int(den) != 0:
+        return Fraction(int(num), int(den))
+    return value
+
+
+def test_numeric_matches_its_reference():
+    """numeric's shortcuts (ints; words that int() and float() cannot read) change no value: every word
+    of the templates' lists, words that float() does read, and random numbers, strings and fractions."""
+    def strings(value):
+        return [value] if isinstance(value, str) else [s for v in value for s in strings(v)] if isinstance(value, list) else []
+
+    words = strings(list(load_replacements().values()))
+    rng = Random(0)
+    randoms = [rng.choice([rng.randint(-99, 99), rng.uniform(-9, 9), float(rng.randint(0, 9)), True,
+                           f" {rng.randint(-99, 99)} ", f"{rng.uniform(0, 9):.2f}", f"{rng.randint(-9, 9)}/{rng.randint(0, 9)}",
+                           "".join(rng.choice("aZ 9./-e_") for _ in range(rng.randint(0, 6)))]) for _ in range(2000)]
+    tricky = ["Nan", "nan", "NaN", "Inf", "inf", "Infinity", "in fin ity", "-inf", "1e5", "1_000", "\u0661\u0662", "",
+              "  ", "sugar cubes", "3/0", "-3/4", "1/4", "2.50", "Fraction"]
+    assert len(words) > 100
+    for value in words + randoms + tricky:
+        got, want = numeric(value), _numeric_reference(value)
+        assert type(got) is type(want) and (got == want or repr(got) == repr(want)), value
 
 
 def test_broken_templates_are_skipped_with_a_reason(caplog):

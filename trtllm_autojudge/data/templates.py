@@ -114,12 +114,13 @@ class Template:
             raise TemplateError(f"template {self.id:04d}: the original answer has no '#### N' line")
         return Problem(self.question, self.answer, canonical_number(gold), self.id, "original")
 
-    def _draw(self, rng: Random, replacements: dict) -> tuple[dict, dict] | None:
-        """One draw of every #init line; (displayed values, numeric env) or None if a condition fails."""
-        env = {**replacements, **sampling_helpers(rng)}
+    def _draw(self, base_env: dict) -> tuple[dict, dict] | None:
+        """One draw of every #init line; (displayed values, numeric env) or None if a condition fails.
+        ``base_env``: the word lists and the helpers bound to the draws' ``rng``, left unchanged."""
+        env = dict(base_env)
         shown = {}
         for names, code, line in self.init:
-            value = evaluate(code, env, f"template {self.id:04d} #init {line!r}")
+            value = evaluate(code, env)
             values = [value] if len(names) == 1 else list(value)
             if len(values) != len(names):  # nested tuples, e.g. "(a, a_reg), (b, b_reg) = ..."
                 values = [v for pair in values for v in (pair if isinstance(pair, (list, tuple)) else [pair])]
@@ -127,7 +128,7 @@ class Template:
                 raise TemplateError(f"template {self.id:04d}: {line!r} gives {len(values)} values for {len(names)} names")
             for name, v in zip(names, values):
                 shown[name], env[name] = v, numeric(v)
-        if all(evaluate(code, env, f"template {self.id:04d} #conditions {src!r}") for code, src in self.conditions):
+        if all(evaluate(code, env) for code, _ in self.conditions):
             return shown, env
         return None
 
@@ -145,14 +146,15 @@ class Template:
         if self.id in BROKEN_TEMPLATES:
             raise TemplateError(f"template {self.id:04d} cannot make variants: {BROKEN_TEMPLATES[self.id]}")
         where = f"template {self.id:04d}"
+        base_env = {**replacements, **sampling_helpers(rng)}
         for _ in range(max_draws):
-            drawn = self._draw(rng, replacements)
+            drawn = self._draw(base_env)
             if drawn is None:
                 continue
             shown, env = drawn
-            solution = EXPR_RE.sub(lambda m: display(evaluate(self.solution_exprs[m.group(1)], env, f"{where} {m.group(0)}")),
+            solution = EXPR_RE.sub(lambda m: display(evaluate(self.solution_exprs[m.group(1)], env)),
                                     self.solution)
-            gold = canonical_number(evaluate(self.answer_expr, env, f"{where} #answer"))
+            gold = canonical_number(evaluate(self.answer_expr, env))
             if not same_answer(strict_answer(solution), gold):
                 log.debug("%s: draw rejected, #answer gives %s but the solution ends in %s", where, gold, strict_answer(solution))
                 continue

@@ -99,8 +99,13 @@ class Task:
         seen: set[str] = set()
         for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge):
             for settings in _training_settings(ASSETS / name) if name else []:
-                seen |= {p.question for p in self.problems("train", False, settings["per_template"], settings["seed"])}
+                seen |= self.train_variant_questions(settings["per_template"], settings["seed"])
         return seen
+
+    def train_variant_questions(self, per_template: int, seed: int) -> set[str]:
+        """The questions of ``problems("train", False, per_template, seed)``, or a superset of them
+        (what :meth:`trained_questions` gathers); override it where there is a cheaper way."""
+        return {p.question for p in self.problems("train", False, per_template, seed)}
 
 
 def _training_settings(path: Path) -> list[dict]:

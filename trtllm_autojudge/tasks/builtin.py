@@ -8,11 +8,22 @@ from ..data.gsm8k import original_problems, variant_problems
 from ..data.problem import Problem
 from ..data.programs import BROKEN_PROGRAM_TEMPLATES, PROGRAM_SYSTEM_PROMPT, program_problems
 from ..data.prompt import SYSTEM_PROMPT, response_text
+from ..data.question_cache import variant_questions
 from .base import Task
 from .checkers import CodeChecker, GSM8KChecker, ProgramChecker
 
 
-class Gsm8kCotTask(Task):
+class TemplateTask(Task):
+    """A task whose problems are GSM-Symbolic template variants (:func:`.data.gsm8k.variant_instances`)."""
+
+    def train_variant_questions(self, per_template: int, seed: int) -> set[str]:
+        """Every variant's question, from the disk cache (:mod:`.data.question_cache`): a superset of
+        a task's problems where it skips templates of its own (the program task's
+        ``BROKEN_PROGRAM_TEMPLATES``), which its held-out sets never hold."""
+        return set(variant_questions("train", per_template, seed))
+
+
+class Gsm8kCotTask(TemplateTask):
     """GSM8K answered in words: a worked solution ending in ``#### N`` (the shipped target's task)."""
 
     name = "gsm8k-cot"
@@ -36,7 +47,7 @@ class Gsm8kCotTask(Task):
 DEMO_SEED = 1000  # the seed of the held-out instances the program demo runs
 
 
-class Gsm8kProgramTask(Task):
+class Gsm8kProgramTask(TemplateTask):
     """GSM8K answered by a commented Python program (:mod:`trtllm_autojudge.data.programs`); the
     answer is the value of ``answer`` executed in the sandbox.
 
