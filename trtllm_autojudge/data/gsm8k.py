@@ -4,6 +4,8 @@ from __future__ import annotations
 import logging
 from random import Random
 
+from tqdm.auto import tqdm
+
 from .problem import Problem
 from .split import split_templates
 from .templates import BROKEN_TEMPLATES, DEFAULT_MAX_DRAWS, Instance, load_replacements, load_templates
@@ -28,13 +30,14 @@ def variant_problems(split: str, per_template: int, seed: int = 0, max_draws: in
 
 
 def variant_instances(split: str, per_template: int, seed: int = 0, max_draws: int = DEFAULT_MAX_DRAWS,
-                      skip: dict[int, str] | None = None) -> list[Instance]:
-    """:func:`variant_problems` with each variant's draw; templates in ``skip`` (id: reason) are left out too."""
+                      skip: dict[int, str] | None = None, progress: str | None = None) -> list[Instance]:
+    """:func:`variant_problems` with each variant's draw; templates in ``skip`` (id: reason) are left out too.
+    ``progress``: the label of a progress bar over the templates (none when None)."""
     if per_template < 0:
         raise ValueError(f"per_template must be >= 0, got {per_template}")
     templates, replacements = load_templates(), load_replacements()
     instances = []
-    for tid in split_templates(split):
+    for tid in tqdm(split_templates(split), desc=progress, unit="template", disable=progress is None, leave=False):
         reason = BROKEN_TEMPLATES.get(tid) or (skip or {}).get(tid)
         if reason:
             log.info("template %04d: no variants (%s)", tid, reason)

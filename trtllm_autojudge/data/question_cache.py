@@ -6,8 +6,8 @@ template variants, which take about a minute to draw (rejection sampling against
 conditions). Drawn once, they are kept as JSON under ``cache_root()/questions``
 (:mod:`trtllm_autojudge.cache_dir`), one file per (split, per_template, seed).
 
-A file is named by a fingerprint of everything that decides the draws: the sources of this package
-(``trtllm_autojudge/data/*.py``) and the template files (``templates_dir()``). An edit to either
+A file is named by a fingerprint of everything that decides the draws: the Python version, the
+sources of this package (``trtllm_autojudge/data/*.py``) and the template files (``templates_dir()``). An edit to either
 gives a new fingerprint, so a stale file is never read; writing a file removes the files of other
 fingerprints. A missing, unreadable or mismatching file is drawn again (and rewritten).
 """
@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -33,8 +34,9 @@ FOLDER = "questions"
 
 @lru_cache(maxsize=1)
 def draws_fingerprint() -> str:
-    """sha256 over the package's sources and the template files, by relative path and content."""
-    digest = hashlib.sha256(f"format {FORMAT}\n".encode())
+    """sha256 over the Python version (its ``random`` draws), the package's sources and the template
+    files, by relative path and content."""
+    digest = hashlib.sha256(f"format {FORMAT}\npython {sys.version_info[0]}.{sys.version_info[1]}\n".encode())
     for root, pattern in ((Path(__file__).resolve().parent, "*.py"), (templates_dir(), "**/*")):
         for path in sorted(p for p in root.glob(pattern) if p.is_file()):
             digest.update(f"{path.relative_to(root).as_posix()}\n".encode())
@@ -86,8 +88,7 @@ def variant_questions(split: str, per_template: int, seed: int) -> tuple[str, ..
     path = _file(cache_root() / FOLDER, split, per_template, seed, fingerprint)
     questions = _read(path, key)
     if questions is None:
-        log.info("drawing %d variants per template of the %s split (seed %d) once; cached in %s",
-                 per_template, split, seed, path.parent)
-        questions = [i.problem.question for i in variant_instances(split, per_template, seed)]
+        label = f"drawing {per_template} variants per {split} template (seed {seed}; once, then cached)"
+        questions = [i.problem.question for i in variant_instances(split, per_template, seed, progress=label)]
         _write(path, key, questions)
     return tuple(questions)
