@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from fractions import Fraction
 from random import Random
 
 import pytest
@@ -13,7 +12,7 @@ from trtllm_autojudge.data import (
     load_jsonl, load_templates, original_problems, response_text, same_answer, strict_answer, variant_problems,
     write_jsonl,
 )
-from trtllm_autojudge.data.symbolic import numeric
+from trtllm_autojudge.data.symbolic import numeric, numeric_reference
 from trtllm_autojudge.data.templates import load_replacements
 
 EXTRACTION_CASES = [
@@ -104,28 +103,6 @@ def test_variant_draws_are_frozen():
     assert digest.hexdigest() == "77d8380f34b61da0bc14f294dd1045b8c30c14a0fa05dc75f94fc5791f300816"
 
 
-def _numeric_reference(value):
-    """numeric() without its shortcuts: every string goes through int(), float() and the fraction test."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-        return int(number) if number.is_integer() else number
-    except ValueError:
-        pass
-    num, slash, den = text.partition("/")
-    if slash and num.lstrip("-").isdigit() and den.isdigit() and int(den) != 0:
-        return Fraction(int(num), int(den))
-    return value
-
-
 def test_numeric_matches_its_reference():
     """numeric's shortcuts (ints; words that int() and float() cannot read) change no value: every word
     of the templates' lists, words that float() does read, and random numbers, strings and fractions."""
@@ -141,7 +118,7 @@ def test_numeric_matches_its_reference():
               "  ", "sugar cubes", "3/0", "-3/4", "1/4", "2.50", "Fraction"]
     assert len(words) > 100
     for value in words + randoms + tricky:
-        got, want = numeric(value), _numeric_reference(value)
+        got, want = numeric(value), numeric_reference(value)
         assert type(got) is type(want) and (got == want or repr(got) == repr(want)), value
 
 

@@ -9,7 +9,8 @@ conditions). Drawn once, they are kept as JSON under ``cache_root()/questions``
 A file is named by a fingerprint of everything that decides the draws: the Python version, the
 sources of this package (``trtllm_autojudge/data/*.py``) and the template files (``templates_dir()``). An edit to either
 gives a new fingerprint, so a stale file is never read; writing a file removes the files of other
-fingerprints. A missing, unreadable or mismatching file is drawn again (and rewritten).
+fingerprints (so two checkouts of different sources that share one cache folder evict each other's
+files, and each draws again). A missing, unreadable or mismatching file is drawn again (and rewritten).
 """
 from __future__ import annotations
 

@@ -64,17 +64,26 @@ _FLOAT_WORDS = frozenset({"nan", "inf", "infinity"})  # the only words float() r
 
 
 def numeric(value: Any) -> Any:
-    """The value an expression sees: numeric strings ("2.5", "1/4") become numbers."""
-    if type(value) is int:  # most drawn values; the fast path of rejection sampling
+    """The value an expression sees: numeric strings ("2.5", "1/4") become numbers.
+
+    :func:`numeric_reference` with two shortcuts for rejection sampling, which calls it for every
+    drawn value: ints, and words, which int() and float() would both reject by raising."""
+    if type(value) is int:
         return value
+    if isinstance(value, str):
+        letters = value.replace(" ", "")
+        if letters.isalpha() and letters.lower() not in _FLOAT_WORDS:
+            return value
+    return numeric_reference(value)
+
+
+def numeric_reference(value: Any) -> Any:
+    """:func:`numeric` without shortcuts: every string goes through int(), float() and the fraction test."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if not isinstance(value, str):
         return value
     text = value.strip()
-    letters = text.replace(" ", "")
-    if letters.isalpha() and letters.lower() not in _FLOAT_WORDS:  # a word: int() and float() would both raise
-        return value
     try:
         return int(text)
     except ValueError:
