@@ -53,6 +53,11 @@ def test_artifact_made_in_another_dtype_warns_with_both_names(caplog):
         assert not caplog.text
         assert not check_artifact_dtype("the judge", None, "bfloat16")
     assert "the judge was made in float32 and is used with models in bfloat16" in caplog.text
+    assert "run with --dtype float32)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert not check_artifact_dtype("the draft", "bfloat16", "float32")  # e.g. a CPU without native bf16
+    assert "or run with --dtype bfloat16 on hardware that computes bfloat16 natively)" in caplog.text
 
 
 def _save_tiny(folder, dtype=torch.float32):

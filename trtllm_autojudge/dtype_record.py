@@ -19,6 +19,7 @@ def check_artifact_dtype(what: str, recorded: str | None, used: str) -> bool:
     recorded = recorded or LEGACY_DTYPE
     if recorded == used:
         return True
+    native = " on hardware that computes bfloat16 natively" if recorded == "bfloat16" else ""
     log.warning("%s was made in %s and is used with models in %s: its numbers may shift slightly "
-                "(remake it in %s, or run with --dtype %s)", what, recorded, used, used, recorded)
+                "(remake it in %s, or run with --dtype %s%s)", what, recorded, used, used, recorded, native)
     return False
