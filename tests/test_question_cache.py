@@ -38,10 +38,14 @@ def test_cached_questions_equal_a_fresh_draw_and_are_read_back(cache, monkeypatc
     assert question_cache.variant_questions("train", 2, 3) == fresh  # from memory
 
 
-@pytest.mark.parametrize("damage", ["not json {", json.dumps({"questions": ["an old question"]}), "[1, 2]"])
+@pytest.mark.parametrize("damage", ["not json {", json.dumps({"questions": ["an old question"]}), "[1, 2]",
+                                    "questions: a string"])
 def test_an_unreadable_or_foreign_file_is_drawn_again_and_rewritten(cache, caplog, damage):
     fresh = question_cache.variant_questions("eval", 1, 4)
     path = next(cache.glob("variants-*.json"))
+    if damage == "questions: a string":  # the right key, but no list of questions
+        damage = json.dumps({**{k: v for k, v in json.loads(path.read_text()).items() if k != "questions"},
+                             "questions": "abc"})
     path.write_text(damage)
     question_cache.variant_questions.cache_clear()
     with caplog.at_level("WARNING", logger=question_cache.__name__):

@@ -1,16 +1,18 @@
 """The questions of template variants, cached on disk: what held-out sets are checked against.
 
 Every verb that runs held-out instances drops the questions that the shipped adapter, draft and
-judge were trained or mined on (:meth:`trtllm_autojudge.tasks.Task.trained_questions`): about 9,000
-template variants, which take about a minute to draw (rejection sampling against the templates'
-conditions). Drawn once, they are kept as JSON under ``cache_root()/questions``
-(:mod:`trtllm_autojudge.cache_dir`), one file per (split, per_template, seed).
+judge were trained or mined on (:meth:`trtllm_autojudge.tasks.Task.trained_questions`): 9,364
+template variants for the program pair, which take 46 s to draw on 2 cores (rejection sampling
+against the templates' conditions). Drawn once, they are kept as JSON under
+``cache_root()/questions`` (:mod:`trtllm_autojudge.cache_dir`), one file per (split, per_template,
+seed).
 
 A file is named by a fingerprint of everything that decides the draws: the Python version, the
-sources of this package (``trtllm_autojudge/data/*.py``) and the template files (``templates_dir()``). An edit to either
-gives a new fingerprint, so a stale file is never read; writing a file removes the files of other
-fingerprints (so two checkouts of different sources that share one cache folder evict each other's
-files, and each draws again). A missing, unreadable or mismatching file is drawn again (and rewritten).
+sources of this package (``trtllm_autojudge/data/*.py``) and the template files
+(``templates_dir()``). An edit to any of them gives a new fingerprint, so a stale file is never
+read; writing a file removes the files of other fingerprints (so two checkouts of different sources
+that share one cache folder evict each other's files, and each draws again). A missing, unreadable
+or mismatching file is drawn again (and rewritten).
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ def _read(path: Path, key: dict) -> list[str] | None:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(record, dict) and {k: record.get(k) for k in key} == key \
-                and all(isinstance(q, str) for q in record["questions"]):
+                and isinstance(record.get("questions"), list) and all(isinstance(q, str) for q in record["questions"]):
             return record["questions"]
         log.warning("%s is not the cached questions of %s: drawing them again", path, key)
     except (OSError, ValueError, KeyError, TypeError) as exc:
