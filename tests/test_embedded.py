@@ -19,8 +19,8 @@ from trtllm_autojudge.backends.embedded import (
     CONVERTED_NAME, MARKER, TARGET_ADAPTER, converted_checkpoint, load_base, load_target, load_tokenizer,
 )
 from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, draft_layers, load_draft
-from trtllm_autojudge.cache_dir import CACHE_ENV
 from trtllm_autojudge.backends.lora import attach_lora, load_factors, merge_adapter, save_adapter
+from trtllm_autojudge.cache_dir import CACHE_ENV
 from trtllm_autojudge.data import original_problems, prompt_ids, training_ids, variant_problems
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree

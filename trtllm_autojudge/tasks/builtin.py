@@ -14,10 +14,10 @@ from .checkers import CodeChecker, GSM8KChecker, ProgramChecker
 
 
 class TemplateTask(Task):
-    """A task whose problems are GSM-Symbolic template variants (:func:`.data.gsm8k.variant_instances`)."""
+    """A task whose problems are GSM-Symbolic template variants (:func:`trtllm_autojudge.data.gsm8k.variant_instances`)."""
 
     def train_variant_questions(self, per_template: int, seed: int) -> set[str]:
-        """Every variant's question, from the disk cache (:mod:`.data.question_cache`): a superset of
+        """Every variant's question, from the disk cache (:mod:`trtllm_autojudge.data.question_cache`): a superset of
         a task's problems where it skips templates of its own (the program task's
         ``BROKEN_PROGRAM_TEMPLATES``), which its held-out sets never hold."""
         return set(variant_questions("train", per_template, seed))
