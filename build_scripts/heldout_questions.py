@@ -7,7 +7,11 @@ over the templates: round r holds the r-th fresh variant of every template (seed
         --out out/heldout_program.jsonl      # the questions of docs/results/gsm8k-program_train-templates_summary.json
 
 Questions the task's shipped adapter, draft or judge were trained on or mined from are left out,
-by question text (:meth:`trtllm_autojudge.tasks.Task.trained_questions`).
+by question text (:meth:`trtllm_autojudge.tasks.Task.trained_questions`), and so are the questions
+of every ``--exclude`` file: a calibration set disjoint from the evaluation set is
+
+    python build_scripts/heldout_questions.py --task gsm8k-program --per-template 2 --seed 2000 \\
+        --exclude out/heldout_program.jsonl --out out/calibration_program.jsonl
 """
 from __future__ import annotations
 
@@ -27,9 +31,13 @@ def main(argv=None) -> int:
     p.add_argument("--per-template", type=int, default=2)
     p.add_argument("--seed", type=int, default=1000)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--exclude", type=Path, action="append", default=[], metavar="JSONL",
+                   help="leave out the questions of this --questions file too (repeatable)")
     args = p.parse_args(argv)
     task = load_task(args.task)
-    seen = task.trained_questions()
+    seen = set(task.trained_questions())
+    for path in args.exclude:
+        seen |= {q.question for q in task.load_jsonl(path)}
     problems = [q for q in task.problems("train", False, args.per_template, args.seed) if q.question not in seen]
     rows = by_round(problems)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -268,7 +268,7 @@ def toy_verbs(monkeypatch, tmp_path):
         return target, draft, toy_task.ToyTokenizer()
 
     for module in ("trtllm_autojudge.mining.cli", "trtllm_autojudge.mining.features_cli", "trtllm_autojudge.evaluation.cli",
-                   "trtllm_autojudge.demo", "trtllm_autojudge.generate"):
+                   "trtllm_autojudge.evaluation.calibrate", "trtllm_autojudge.demo", "trtllm_autojudge.generate"):
         monkeypatch.setattr(f"{module}.load_pair", load_pair)
     F = feature_dim("DT", draft.hidden_size, target.hidden_size)
     judge = tmp_path / "judge.safetensors"
@@ -359,6 +359,34 @@ def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
     capsys.readouterr()
     assert cli(["generate", "q1", *TOY, "--mode", "lossless", "--max-new-tokens", "8", "--k", "2"]) == 0
     assert _used_toy() == {"prompt_ids", "answer"} and "[toy] answer:" in capsys.readouterr().out
+
+
+def test_task_routes_through_calibrate(toy_verbs, capsys):
+    """calibrate runs the task's questions, writes the judge with the chosen threshold and its record,
+    and resumes from its runs; a budget that is not a share is refused."""
+    tmp, judge = toy_verbs
+    out, common = tmp / "calibrated.safetensors", ["--max-new-tokens", "8", "--k", "2", "--judge", str(judge),
+                                                   "--out-dir", str(tmp / "cal")]
+    # threshold 0 accepts no mismatch (sigmoid >= 0 rejects), so it is lossless and within any budget
+    assert cli(["calibrate", *TOY, *common, "--thresholds", "0", "--max-answer-change", "0", "--out", str(out)]) == 0
+    assert {"problems", "prompt_ids", "answer"} <= _used_toy()
+    head, record = JudgeHead.load(out), json.loads((tmp / "cal" / "calibration.json").read_text())
+    assert head.threshold == 0.0 == record["chosen"] and head.meta["calibration"]["chosen"] == 0.0
+    assert head.meta["calibration"]["label_threshold"] == JudgeHead.load(judge).threshold == 0.5
+    (row,) = record["candidates"]
+    assert row["spec"] == "judge@0" and row["agreement"] == 1.0 and row["within_budget"]
+    assert row["tokens_per_cycle"] == record["lossless"]["tokens_per_cycle"]
+    assert record["judge"]["fingerprint"] == JudgeHead.load(judge).fingerprint() != head.fingerprint()
+    assert (tmp / "cal" / "frontier.png").stat().st_size > 0
+    assert head.describe()["calibration"] == {"questions": 3, "max_answer_change": 0.0, "max_gold_drop": 0.01,
+                                              "label_threshold": 0.5, "dtype": "float32"}
+    runs = (tmp / "cal" / "runs.jsonl").read_text()
+    assert cli(["calibrate", *TOY, *common, "--thresholds", "0", "--out", str(out)]) == 0
+    assert (tmp / "cal" / "runs.jsonl").read_text() == runs  # resumed: nothing decoded again
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli(["calibrate", *TOY, *common, "--max-answer-change", "5", "--out", str(out)])
+    assert "--max-answer-change is a share of the questions" in capsys.readouterr().err
 
 
 def test_task_routes_through_make_judge(toy_verbs):
@@ -468,3 +496,11 @@ def test_heldout_questions_spread_over_templates_and_leave_out_trained(tmp_path)
     assert {r["question"] for r in rows} == {p.question for p in everything if p.question not in seen} and len(rows) > 100
     firsts = [r["template_id"] for r in rows][: len({r["template_id"] for r in rows})]
     assert len(set(firsts)) == len(firsts)  # every template once before any twice
+    # --exclude: a second set (a calibration set) disjoint from the first, by question text
+    evaluation = tmp_path / "eval.jsonl"
+    evaluation.write_text("".join(json.dumps(r) + "\n" for r in rows[::2]))
+    other = tmp_path / "calibration.jsonl"
+    assert main(["--task", "gsm8k-cot", "--per-template", "2", "--seed", "5", "--exclude", str(evaluation),
+                 "--out", str(other)]) == 0
+    kept = [json.loads(x)["question"] for x in other.read_text().splitlines()]
+    assert sorted(kept) == sorted(r["question"] for r in rows[1::2])

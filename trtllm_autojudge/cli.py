@@ -22,6 +22,7 @@ VERBS = {
     "train": ("trtllm_autojudge.judge.cli_train", "main_train", "train the judge head (C grid, threshold sweep)", "#4"),
     "export": ("trtllm_autojudge.judge.cli_train", "main_export", "export a judge: plugin fields, ONNX, vLLM-style JSON", "#4"),
     "eval": ("trtllm_autojudge.evaluation.cli", "main_eval", "accuracy / accepted-tokens frontier against baselines", "#5"),
+    "calibrate": ("trtllm_autojudge.evaluation.calibrate", "main", "set a judge's default threshold by the share of final answers it changes", "#11"),
     "bench": ("trtllm_autojudge.evaluation.cli", "main_bench", "wall-clock: target-only vs lossless vs AutoJudge", "#5"),
     "build-plugin": ("build_scripts/build_plugin.py", "main", "build the CUDA/TensorRT plugin library (needs nvcc)", "#6"),
     "build-engines": ("build_scripts/build_engines.py", "main", "build TensorRT-LLM 1.2 draft/target engines with the plugin (--route context|stock)", "#7"),
