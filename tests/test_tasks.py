@@ -383,6 +383,10 @@ def test_task_routes_through_calibrate(toy_verbs, capsys):
     runs = (tmp / "cal" / "runs.jsonl").read_text()
     assert cli(["calibrate", *TOY, *common, "--thresholds", "0", "--out", str(out)]) == 0
     assert (tmp / "cal" / "runs.jsonl").read_text() == runs  # resumed: nothing decoded again
+    again = tmp / "again.safetensors"
+    assert cli(["calibrate", *TOY, *common[:-4], "--judge", str(out), "--out-dir", str(tmp / "cal"),
+                "--thresholds", "0", "--out", str(again)]) == 0
+    assert JudgeHead.load(again).meta["calibration"]["label_threshold"] == 0.5  # not the calibrated 0
     capsys.readouterr()
     with pytest.raises(SystemExit):
         cli(["calibrate", *TOY, *common, "--max-answer-change", "5", "--out", str(out)])

@@ -34,6 +34,7 @@ from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..judge.head import JudgeHead
 from ..tasks import add_task_args, task_from_args
+from .cli import question_set
 from .common import add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file, questions_from
 from .methods import OperatingPoint
 from .plot import plot_frontier
@@ -133,12 +134,11 @@ def main(argv: list[str]) -> int:
 
     chosen, rows = calibrate_threshold(measure, candidates, judge.threshold, args.max_answer_change, args.max_gold_drop)
     lossless = reference["lossless"]
-    record = {"questions": len(questions), "question_set": {"questions": args.questions, "split": args.split,
-                                                            "variants_per_template": args.variants_per_template,
-                                                            "seed": args.seed, "limit": args.limit},
+    label_threshold = judge.meta.get("calibration", {}).get("label_threshold", judge.threshold)  # calibrated again?
+    record = {"questions": len(questions), "question_set": question_set(args),
               "max_answer_change": args.max_answer_change, "max_gold_drop": args.max_gold_drop,
               "dtype": dtype_name(target.dtype), "k": args.k if args.tree is None else None, "tree": args.tree,
-              "max_new_tokens": args.max_new_tokens, "label_threshold": judge.threshold, "chosen": chosen,
+              "max_new_tokens": args.max_new_tokens, "label_threshold": label_threshold, "chosen": chosen,
               "lossless": lossless, "candidates": rows,
               "command": shlex.join(["trtllm-autojudge", "calibrate", *argv])}
     out_dir.mkdir(parents=True, exist_ok=True)
