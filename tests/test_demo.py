@@ -32,3 +32,19 @@ def test_closing_lines_compare_every_method_with_lossless():
     assert lines[1].startswith("AutoJudge @ 0.5: 1.25x") and "95% of the questions" in lines[1]
     assert lines[2].startswith("topk@2: 0.75x") and "gold accuracy 10%" in lines[2]
     assert "oracle" in lines[-1]
+
+
+def test_demo_runs_the_judge_files_own_threshold_even_off_its_frontier():
+    """A calibrated judge's default is not a point of its validation frontier: the demo still runs it."""
+    from dataclasses import replace
+
+    from trtllm_autojudge.demo import demo_thresholds
+    from trtllm_autojudge.evaluation.common import judge_thresholds
+    from trtllm_autojudge.judge.head import JudgeHead
+
+    judge = JudgeHead.load(Gsm8kProgramTask().shipped_judge_path())
+    five = judge_thresholds("auto", judge, harm_caps=(0.05,))
+    assert demo_thresholds(None, judge) == sorted({judge.threshold, *five}) and len(five) == 1
+    calibrated = replace(judge, threshold=0.0123456)
+    assert demo_thresholds(None, calibrated) == [0.0123456, *five]
+    assert demo_thresholds("0.2,0.3", calibrated) == [0.2, 0.3] and demo_thresholds(None, None) == []

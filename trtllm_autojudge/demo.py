@@ -19,7 +19,7 @@ from .evaluation.common import judge_thresholds, load_judge, questions_from
 from .evaluation.methods import OperatingPoint
 from .evaluation.plot import plot_frontier
 from .evaluation.runner import format_table, run_points, summarize, write_summary
-from .judge.frontier import DEFAULT_MAX_IMPORTANT_ACCEPT
+from .judge.head import JudgeHead
 from .tasks import add_task_args, task_from_args
 
 
@@ -55,8 +55,7 @@ def main(argv: list[str]) -> int:
               f"make one with `python build_scripts/make_judge.py --task {task.name}`", flush=True)
     problems, which = task.demo_problems(args.questions)
     questions = questions_from(problems, tokenizer, task)
-    thresholds = judge_thresholds(args.thresholds or "auto", judge, harm_caps=(DEFAULT_MAX_IMPORTANT_ACCEPT, 0.05))
-    points = [OperatingPoint("judge", (t,)) for t in thresholds] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
+    points = [OperatingPoint("judge", (t,)) for t in demo_thresholds(args.thresholds, judge)] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")
     print(f"{target.name} <- {draft.name} ({dtype_name(target.dtype)}); task {task.name}; judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
@@ -73,6 +72,14 @@ def main(argv: list[str]) -> int:
     print(closing_lines(rows))
     print(f"frontier plot: {png}   ({time.perf_counter() - t0:.0f} s)")
     return 0
+
+
+def demo_thresholds(text: str | None, judge: JudgeHead | None) -> list[float]:
+    """``--thresholds`` as given; by default the judge file's own threshold (set by `train` from its
+    validation labels, or by `calibrate` from answers) and its validation frontier's 5% point."""
+    if text or judge is None:
+        return judge_thresholds(text or "", judge)
+    return sorted({judge.threshold, *judge_thresholds("auto", judge, harm_caps=(0.05,))})
 
 
 def closing_lines(rows: list[dict]) -> str:
