@@ -144,7 +144,8 @@ def main(argv: list[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(json.dumps({"judge": judge_record(judge_file, judge), **record}, indent=1))
     table = [lossless, *sorted(rows, key=lambda r: r["threshold"])]
-    plot_frontier(table, out_dir / "frontier.png", f"calibration: {target.name} <- {draft.name}, {len(questions)} questions")
+    plot_frontier(table, out_dir / "frontier.png", f"calibration: {target.name} <- {draft.name}, {len(questions)} questions",
+                  min_agreement=1.0 - args.max_answer_change)
     print(format_table(table))
     if chosen is None:
         raise SystemExit(f"calibrate: even the smallest candidate threshold tried ({rows[-1]['threshold']:g}) breaks "

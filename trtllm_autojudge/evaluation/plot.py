@@ -18,8 +18,10 @@ def _short(params: str) -> str:
         return params
 
 
-def plot_frontier(rows: list[dict], path: str | Path, title: str = "") -> Path:
-    """One curve per method (points sorted by tokens per cycle); returns the PNG path."""
+def plot_frontier(rows: list[dict], path: str | Path, title: str = "", min_agreement: float | None = None) -> Path:
+    """One curve per method (points sorted by tokens per cycle); returns the PNG path.
+
+    ``min_agreement``: a dashed line at the lowest agreement a budget allows (``calibrate``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -37,9 +39,11 @@ def plot_frontier(rows: list[dict], path: str | Path, title: str = "") -> Path:
             for x, y, prm in zip(xs, ys, params):
                 if prm:
                     ax.annotate(_short(prm), (x, y), textcoords="offset points", xytext=(3, -10), fontsize=7, color=COLORS[method])
+    if min_agreement is not None:
+        ax.axhline(min_agreement, color="gray", ls="--", lw=1, label=f"answer budget ({min_agreement:.0%} kept)")
     ax.set_xlabel("tokens per target forward (accepted draft tokens + 1)")
     ax.set_ylabel("final answers equal to the lossless run")
-    ax.set_ylim(min([0.5] + [r["agreement"] - 0.05 for r in rows]), 1.02)
+    ax.set_ylim(min([0.5] + [r["agreement"] - 0.05 for r in rows] + [(min_agreement or 1) - 0.05]), 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     ax.set_title(textwrap.fill(title or "accuracy / speed frontier", 90), fontsize=9)
