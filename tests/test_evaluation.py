@@ -72,6 +72,10 @@ def test_metrics_are_consistent(evaluated):
         assert 0 <= r["judged_fraction"] <= 1 and r["questions"] == 4
     assert by["oracle"]["tokens_per_cycle"] >= by["lossless"]["tokens_per_cycle"]
     assert by["oracle"]["agreement"] == 1.0  # mined unimportant swaps keep the answer, by definition
+    assert (by["lossless"]["vs_lossless"], by["lossless"]["vs_lossless_lo"], by["lossless"]["vs_lossless_hi"]) == (1, 1, 1)
+    for r in rows:
+        assert r["vs_lossless"] == pytest.approx(r["tokens_per_cycle"] / by["lossless"]["tokens_per_cycle"])
+        assert r["vs_lossless_lo"] <= r["vs_lossless"] + 1e-12 and r["vs_lossless"] <= r["vs_lossless_hi"] + 1e-12
 
 
 def test_runs_resume(evaluated):

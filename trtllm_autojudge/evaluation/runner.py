@@ -20,12 +20,14 @@ from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
 from ..mining.checkers import TaskChecker
 from ..mining.store import append_record, read_records, repair_tail
+from .bootstrap import ratio_interval
 from .methods import OperatingPoint
 
 # Columns of summary.csv / keys of summary.json rows (a stable schema: tests pin it).
 SUMMARY_COLUMNS = (
     "spec", "method", "params", "questions", "tokens_per_cycle", "accepted_per_cycle", "agreement",
     "gold_accuracy", "tokens_per_s", "judged_fraction", "new_tokens", "cycles",
+    "vs_lossless", "vs_lossless_lo", "vs_lossless_hi",  # tokens per cycle / lossless's, its 95% paired bootstrap
 )
 
 
@@ -84,6 +86,7 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
     """One row per operating point (SUMMARY_COLUMNS), over the questions in ``qids``."""
     by = {(r["spec"], r["qid"]): r for r in runs}
     reference = {q: by[("lossless", q)]["answer"] for q in qids if ("lossless", q) in by}
+    tokens = lambda r: r["accepted_per_cycle"] * r["cycles"] + r["cycles"]  # noqa: E731  (accepted + one per cycle)
     rows = []
     for p in [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]:
         rs = [by[(p.spec, q)] for q in qids if (p.spec, q) in by]
@@ -104,8 +107,20 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
             "judged_fraction": sum(r["judged_accepts"] for r in rs) / max(accepted, 1),
             "new_tokens": sum(r["new_tokens"] for r in rs),
             "cycles": cycles,
+            **_vs_lossless(by, p.spec, [q for q in qids if (p.spec, q) in by and q in reference], tokens),
         })
     return rows
+
+
+def _vs_lossless(by: dict, spec: str, paired: list[str], tokens) -> dict:
+    """Tokens per cycle against lossless on the questions both ran, with its paired bootstrap interval."""
+    if not paired:
+        return {"vs_lossless": float("nan"), "vs_lossless_lo": float("nan"), "vs_lossless_hi": float("nan")}
+    mine, ref = ([by[(s, q)] for q in paired] for s in (spec, "lossless"))
+    t, c, rt, rc = ([f(r) for r in rs] for rs, f in ((mine, tokens), (mine, lambda r: r["cycles"]),
+                                                      (ref, tokens), (ref, lambda r: r["cycles"])))
+    lo, hi = ratio_interval(t, c, rt, rc)
+    return {"vs_lossless": (sum(t) / sum(c)) / (sum(rt) / sum(rc)), "vs_lossless_lo": lo, "vs_lossless_hi": hi}
 
 
 def write_summary(rows: list[dict], out_dir: str | Path, meta: dict) -> dict[str, Path]:
@@ -121,9 +136,11 @@ def write_summary(rows: list[dict], out_dir: str | Path, meta: dict) -> dict[str
 
 
 def format_table(rows: list[dict]) -> str:
-    head = f"{'operating point':<18}{'tok/cycle':>10}{'agree':>8}{'gold':>7}{'tok/s':>8}{'judged':>8}"
+    head = (f"{'operating point':<18}{'tok/cycle':>10}{'vs lossless [95%]':>22}{'agree':>8}{'gold':>7}{'tok/s':>8}"
+            f"{'judged':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['spec']:<18}{r['tokens_per_cycle']:>10.2f}{r['agreement']:>8.1%}{r['gold_accuracy']:>7.1%}"
-                     f"{r['tokens_per_s']:>8.1f}{r['judged_fraction']:>8.1%}")
+        ratio = f"{r['vs_lossless']:.3f}x [{r['vs_lossless_lo']:.3f}, {r['vs_lossless_hi']:.3f}]"
+        lines.append(f"{r['spec']:<18}{r['tokens_per_cycle']:>10.2f}{ratio:>22}{r['agreement']:>8.1%}"
+                     f"{r['gold_accuracy']:>7.1%}{r['tokens_per_s']:>8.1f}{r['judged_fraction']:>8.1%}")
     return "\n".join(lines)

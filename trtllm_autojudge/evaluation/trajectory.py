@@ -134,4 +134,8 @@ def trajectory_row(records: Sequence[dict], draft: LanguageModel, k: int, lossle
         "tokens_per_s": float("nan"),
         "judged_fraction": sum(r.judged for r in replays) / max(accepted, 1),
         "new_tokens": sum(r.new_tokens for r in replays), "cycles": cycles,
+        # against the lossless row's pooled rate; no interval (the replay is not paired by question here)
+        "vs_lossless": (sum(r.new_tokens for r in replays) / max(cycles, 1)) / lossless_row["tokens_per_cycle"]
+        if lossless_row else float("nan"),
+        "vs_lossless_lo": float("nan"), "vs_lossless_hi": float("nan"),
     }
