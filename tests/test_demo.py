@@ -31,6 +31,9 @@ def test_closing_lines_compare_every_method_with_lossless():
     assert lines[0].startswith("lossless") and "4.00 tokens per target forward" in lines[0] and "90%" in lines[0]
     assert lines[1].startswith("AutoJudge @ 0.5: 1.25x") and "95% of the questions" in lines[1]
     assert lines[2].startswith("topk@2: 0.75x") and "gold accuracy 10%" in lines[2]
+    bounded = dict(row("judge@0.5", "judge", "0.5", 5.0, 0.95, 0.85), vs_lossless_lo=0.98, vs_lossless_hi=1.4)
+    assert "1.25x the tokens per target forward of lossless (95% interval over these questions: 0.98-1.40x)" in \
+        closing_lines([row("lossless", "lossless", "", 4.0, 1.0, 0.9), bounded])
     assert "oracle" in lines[-1]
 
 

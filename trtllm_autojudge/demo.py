@@ -89,8 +89,10 @@ def closing_lines(rows: list[dict]) -> str:
              f"(accepted draft tokens + the target's own), gold accuracy {lossless['gold_accuracy']:.0%}."]
     for r in rows[1:]:
         name = f"AutoJudge @ {float(r['params']):.3g}" if r["method"] == "judge" else r["spec"]
+        interval = (f" (95% interval over these questions: {r['vs_lossless_lo']:.2f}-{r['vs_lossless_hi']:.2f}x)"
+                    if "vs_lossless_lo" in r else "")
         lines.append(f"{name}: {r['tokens_per_cycle'] / max(lossless['tokens_per_cycle'], 1e-9):.2f}x the tokens per "
-                     f"target forward of lossless; final answers equal to lossless on {r['agreement']:.0%} of the questions, "
+                     f"target forward of lossless{interval}; final answers equal to lossless on {r['agreement']:.0%} of the questions, "
                      f"gold accuracy {r['gold_accuracy']:.0%}.")
     lines.append("AutoJudge keeps a mismatching draft token only where its judge predicts the final answer will not "
                  "change; top-K keeps any draft token among the target's K most likely, whatever it does to the answer. "
