@@ -58,3 +58,17 @@ def test_budget_boundaries_are_exact_counts():
 def test_no_candidates_is_refused():
     with pytest.raises(ValueError, match="at least one candidate"):
         calibrate_threshold(lambda t: None, [], 0.5, 0.01, 0.01)
+
+
+def test_default_questions_are_held_out_training_variants():
+    """Without --questions, calibrate draws training-template variants of a seed that the shipped
+    files were not trained on (seed 0's are all trained on, so that default would select nothing)."""
+    from trtllm_autojudge.data.sources import load_problems
+    from trtllm_autojudge.evaluation.calibrate import CALIBRATION_SEED, parse_args
+    from trtllm_autojudge.tasks import load_task
+
+    args = parse_args(["--task", "gsm8k-program", "--out", "judge.safetensors"])
+    assert (args.split, args.seed, args.variants_per_template, args.originals) == ("train", CALIBRATION_SEED, 2, False)
+    task = load_task("gsm8k-program")
+    problems = load_problems(args, task, held_out=True)
+    assert len(problems) >= 100 and not {p.question for p in problems} & task.trained_questions()

@@ -42,6 +42,7 @@ from .runner import format_table, run_points, summarize
 
 # validation important-accept rates whose frontier thresholds form the default ladder
 CALIBRATION_HARM_CAPS = (0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1)
+CALIBRATION_SEED = 2000  # default --seed of the training-template variants; the held-out eval set's is 1000
 _EPS = 1e-9  # agreement and gold are ratios of counts: compare them without float noise
 
 
@@ -93,7 +94,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "important-accept rates of 0.25%% to 10%%, and its own threshold)")
     add_task_args(p)
     add_model_args(p)
-    add_problem_args(p, split="train", variants=1)
+    add_problem_args(p, split="train", variants=2)
+    p.set_defaults(seed=CALIBRATION_SEED)  # the embedded files were trained on low seeds' variants
     add_decoding_args(p)
     args = p.parse_args(argv)
     for name in ("max_answer_change", "max_gold_drop"):
@@ -128,8 +130,8 @@ def main(argv: list[str]) -> int:
         lossless, row = summarize(runs, [point], task.checker, qids)
         reference["lossless"] = lossless
         print(f"{point.spec}: answers kept {row['agreement']:.1%}, gold {row['gold_accuracy']:.1%} "
-              f"(lossless {lossless['gold_accuracy']:.1%}), {row['tokens_per_cycle']:.2f} tokens per target forward "
-              f"(lossless {lossless['tokens_per_cycle']:.2f})", flush=True)
+              f"(lossless {lossless['gold_accuracy']:.1%}), {row['vs_lossless']:.3f}x the tokens per target forward "
+              f"of lossless (95% interval {row['vs_lossless_lo']:.3f}-{row['vs_lossless_hi']:.3f})", flush=True)
         return row, lossless
 
     chosen, rows = calibrate_threshold(measure, candidates, judge.threshold, args.max_answer_change, args.max_gold_drop)
