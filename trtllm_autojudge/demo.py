@@ -55,7 +55,8 @@ def main(argv: list[str]) -> int:
               f"make one with `python build_scripts/make_judge.py --task {task.name}`", flush=True)
     problems, which = task.demo_problems(args.questions)
     questions = questions_from(problems, tokenizer, task)
-    points = [OperatingPoint("judge", (t,)) for t in demo_thresholds(args.thresholds, judge)] + [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
+    points = [OperatingPoint("judge", (t,)) for t in demo_thresholds(args.thresholds, judge)]
+    points += [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")
     print(f"{target.name} <- {draft.name} ({dtype_name(target.dtype)}); task {task.name}; judge validation ROC-AUC {auc:.3f}; K = {args.k}; "

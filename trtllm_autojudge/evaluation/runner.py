@@ -86,7 +86,6 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
     """One row per operating point (SUMMARY_COLUMNS), over the questions in ``qids``."""
     by = {(r["spec"], r["qid"]): r for r in runs}
     reference = {q: by[("lossless", q)]["answer"] for q in qids if ("lossless", q) in by}
-    tokens = lambda r: r["accepted_per_cycle"] * r["cycles"] + r["cycles"]  # noqa: E731  (accepted + one per cycle)
     rows = []
     for p in [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]:
         rs = [by[(p.spec, q)] for q in qids if (p.spec, q) in by]
@@ -107,20 +106,25 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
             "judged_fraction": sum(r["judged_accepts"] for r in rs) / max(accepted, 1),
             "new_tokens": sum(r["new_tokens"] for r in rs),
             "cycles": cycles,
-            **_vs_lossless(by, p.spec, [q for q in qids if (p.spec, q) in by and q in reference], tokens),
+            **_vs_lossless(by, p.spec, [q for q in qids if (p.spec, q) in by and q in reference]),
         })
     return rows
 
 
-def _vs_lossless(by: dict, spec: str, paired: list[str], tokens) -> dict:
+def _vs_lossless(by: dict, spec: str, paired: list[str]) -> dict:
     """Tokens per cycle against lossless on the questions both ran, with its paired bootstrap interval."""
     if not paired:
         return {"vs_lossless": float("nan"), "vs_lossless_lo": float("nan"), "vs_lossless_hi": float("nan")}
-    mine, ref = ([by[(s, q)] for q in paired] for s in (spec, "lossless"))
-    t, c, rt, rc = ([f(r) for r in rs] for rs, f in ((mine, tokens), (mine, lambda r: r["cycles"]),
-                                                      (ref, tokens), (ref, lambda r: r["cycles"])))
+    mine, ref = [by[(spec, q)] for q in paired], [by[("lossless", q)] for q in paired]
+    t, rt = [_tokens(r) for r in mine], [_tokens(r) for r in ref]  # [Q] each
+    c, rc = [r["cycles"] for r in mine], [r["cycles"] for r in ref]  # [Q] each
     lo, hi = ratio_interval(t, c, rt, rc)
     return {"vs_lossless": (sum(t) / sum(c)) / (sum(rt) / sum(rc)), "vs_lossless_lo": lo, "vs_lossless_hi": hi}
+
+
+def _tokens(run: dict) -> float:
+    """Tokens a run emitted as tokens_per_cycle counts them: accepted draft tokens + one per cycle."""
+    return run["accepted_per_cycle"] * run["cycles"] + run["cycles"]
 
 
 def write_summary(rows: list[dict], out_dir: str | Path, meta: dict) -> dict[str, Path]:
