@@ -34,8 +34,8 @@ from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..judge.head import JudgeHead
 from ..tasks import add_task_args, task_from_args
-from .cli import question_set
-from .common import add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file, questions_from
+from .common import (add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file,
+                     question_set, questions_from)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize

@@ -19,7 +19,7 @@ from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
 from .common import (add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file,
-                     questions_from)
+                     question_set, questions_from)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
@@ -120,16 +120,6 @@ def main_eval(argv: list[str]) -> int:
     print(format_table(rows))
     print(f"\nwrote {paths['json']}, {paths['csv']}, {png}")
     return 0
-
-
-def question_set(args: argparse.Namespace) -> dict:
-    """What :func:`~trtllm_autojudge.data.sources.load_problems` was asked for (recorded with results)."""
-    if args.questions:
-        return {"questions": args.questions, "limit": args.limit}
-    return {"split": args.split, "originals": args.originals, "variants_per_template": args.variants_per_template,
-            "seed": args.seed, "limit": args.limit,
-            "held_out": "training-template questions the shipped models were trained or mined on are dropped"
-            if args.split == "train" else "evaluation templates: never trained on"}
 
 
 def main_bench(argv: list[str]) -> int:

@@ -108,3 +108,13 @@ def questions_from(problems: list[Problem], tokenizer, task: Task) -> list[Quest
     """Evaluation questions: the task's prompt, the problem's gold answer, the problem as the checker's example."""
     return [Question(problem_id(p.question), task.prompt_ids(tokenizer, p.question), p.gold, p.to_json())
             for p in problems]
+
+
+def question_set(args: argparse.Namespace) -> dict:
+    """What :func:`~trtllm_autojudge.data.sources.load_problems` was asked for (recorded with results)."""
+    if args.questions:
+        return {"questions": args.questions, "limit": args.limit}
+    return {"split": args.split, "originals": args.originals, "variants_per_template": args.variants_per_template,
+            "seed": args.seed, "limit": args.limit,
+            "held_out": "training-template questions the shipped models were trained or mined on are dropped"
+            if args.split == "train" else "evaluation templates: never trained on"}
