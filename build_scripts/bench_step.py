@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
-"""One target step and one verify forward in each bf16 CPU weight layout, side by side in one process.
+"""One target step and one verify forward in each CPU weight layout of a dtype, side by side in one process.
 
     python build_scripts/bench_step.py --task gsm8k-program --threads 2 --repeats 40 \\
         --out docs/results/bench_step.json
+    python build_scripts/bench_step.py --task gsm8k-program --dtype float32 --threads 2 --repeats 40 \\
+        --out docs/results/bench_step_fp32.json
 
-Layouts (each a copy of the same bf16 target):
+Layouts (each a copy of the same target), bfloat16:
 - ``linear``: transformers' ``nn.Linear`` as loaded;
 - ``packed``: every linear's weight laid out once for oneDNN (``backends/cpu_linear.py``);
 - ``stacked``: packed, and each layer's q/k/v and gate/up projections stacked into one matmul each
   (``backends/sibling_linear.py``): what ``load_pair`` builds.
 
-All three give bit-identical logits (checked here on a 100-token forward). Reported: the median wall
+float32:
+- ``linear``: transformers' ``nn.Linear`` (``--cpu-linear torch``);
+- ``rows``: the row-invariant kernel up to 4 rows (``backends/row_linear.py``): what ``load_pair``
+  builds by default.
+
+The bf16 layouts give bit-identical logits, the float32 ones logits equal up to rounding (checked
+here on a 100-token forward and on one step). Reported: the median wall
 time of a one-token step and of a ``K + 1``-token verify after a 100-token prefix, one forward of
 each layout in turn so drift hits them alike; the same layout's matmuls alone (every linear once on
 a random one-row input); the roofline bound of ``backends/roofline.py``; and the time to merely read
@@ -31,22 +39,26 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from trtllm_autojudge.backends.cpu_linear import PackedLinear, can_pack, pack_linears  # noqa: E402
+from trtllm_autojudge.backends.dtype import DTYPES  # noqa: E402
 from trtllm_autojudge.backends.roofline import copy_bandwidth, read_seconds, weight_bytes  # noqa: E402
+from trtllm_autojudge.backends.row_linear import RowLinear, use_row_linears  # noqa: E402
 from trtllm_autojudge.backends.sibling_linear import SiblingLinear, fuse_siblings  # noqa: E402
 from trtllm_autojudge.backends.transformers_backend import TransformersLM  # noqa: E402
 
-LAYOUTS = ("linear", "packed", "stacked")
+LAYOUTS = {torch.bfloat16: ("linear", "packed", "stacked"), torch.float32: ("linear", "rows")}
 
 
-def layouts(lm) -> dict:
-    """``{layout: TransformersLM}``: bf16 copies of ``lm`` in each layout."""
+def layouts(lm, dtype: torch.dtype = torch.bfloat16) -> dict:
+    """``{layout: TransformersLM}``: copies of ``lm`` in ``dtype``, in each of its layouts."""
     out = {}
-    for name in LAYOUTS:
-        out[name] = TransformersLM(copy.deepcopy(lm.model).to(torch.bfloat16), lm.eos_token_ids, f"{lm.name} ({name})")
-        if name != "linear":
+    for name in LAYOUTS[dtype]:
+        out[name] = TransformersLM(copy.deepcopy(lm.model).to(dtype), lm.eos_token_ids, f"{lm.name} ({name})")
+        if name in ("packed", "stacked"):
             pack_linears(out[name].model)
         if name == "stacked":
             fuse_siblings(out[name].model)
+        if name == "rows":
+            use_row_linears("rows", out[name].model)
     return out
 
 
@@ -75,7 +87,7 @@ def matmul_ms(lm, repeats: int) -> float:
     inputs = {}
     calls = []
     for m in lm.model.modules():
-        if isinstance(m, (nn.Linear, PackedLinear, SiblingLinear)):
+        if isinstance(m, (nn.Linear, PackedLinear, SiblingLinear, RowLinear)):
             key = id(m.group) if isinstance(m, SiblingLinear) else id(m)
             x = inputs.setdefault(key, torch.randn(1, m.in_features, dtype=lm.dtype))  # [1, in]
             calls.append((m, x))
@@ -89,42 +101,53 @@ def matmul_ms(lm, repeats: int) -> float:
     return statistics.median(times[1:])
 
 
-def same_logits(lms: dict, prefix: list[int]) -> bool:
-    logits = [lm.session().forward(prefix).logits for lm in lms.values()]
-    return all(torch.equal(logits[0], other) for other in logits[1:])
+def same_logits(lms: dict, prefix: list[int], exact: bool = True) -> bool:
+    """The layouts' logits of a forward over ``prefix`` and of one step after it agree: bitwise, or up
+    to float32 rounding (``exact=False``)."""
+    logits = []
+    for lm in lms.values():
+        session = lm.session()
+        logits.append(torch.cat([session.forward(prefix).logits, session.forward(prefix[-1:]).logits]))
+    same = torch.equal if exact else lambda a, b: torch.allclose(a, b, rtol=1e-4, atol=1e-4)
+    return all(same(logits[0], other) for other in logits[1:])
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="gsm8k-program", help="whose shipped adapter the embedded tuned target loads")
     p.add_argument("--target", default="tuned", choices=("tuned", "raw"))
+    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"), help="whose layouts to compare")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--k", type=int, default=8, help="draft tokens per verify (the verify forwards K + 1)")
     p.add_argument("--repeats", type=int, default=40, help="timed forwards of each kind per layout (median)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    if not can_pack(torch.bfloat16, "cpu"):
-        raise SystemExit("bench_step needs a CPU torch build with oneDNN bf16: there is no packed layout to compare")
+    dtype = DTYPES[args.dtype]
+    if dtype == torch.bfloat16 and not can_pack(torch.bfloat16, "cpu"):
+        raise SystemExit("bench_step --dtype bfloat16 needs a CPU torch build with oneDNN bf16: there is no packed "
+                         "layout to compare (give --dtype float32)")
     torch.set_num_threads(args.threads)
     from trtllm_autojudge.backends.embedded import load_target
     from trtllm_autojudge.tasks import load_task
 
     adapter = load_task(args.task).shipped_model_path("adapter") if args.target == "tuned" else None
     lm, _ = load_target(args.target, adapter=adapter)
-    lms = layouts(lm)
+    lms = layouts(lm, dtype)
     prefix = list(range(1000, 1100))
-    identical = same_logits(lms, prefix)
+    identical = same_logits(lms, prefix, exact=dtype == torch.bfloat16)
     times = measure(lms, prefix, args.k, args.repeats)
     for name, lm in lms.items():
         times[name]["matmuls_ms"] = matmul_ms(lm, args.repeats)
     bandwidth = copy_bandwidth()
-    bound_ms = 1e3 * weight_bytes(lms["stacked"].model) / bandwidth
-    read_ms = 1e3 * read_seconds(lms["stacked"].model, args.repeats)
-    result = {"layouts": times, "bit_identical_logits": identical, "bound_ms_per_step": bound_ms, "read_weights_ms": read_ms,
+    shipped = lms[LAYOUTS[dtype][-1]].model  # the layout load_pair builds
+    bound_ms = 1e3 * weight_bytes(shipped) / bandwidth
+    read_ms = 1e3 * read_seconds(shipped, args.repeats)
+    agree = "bit_identical_logits" if dtype == torch.bfloat16 else "logits_equal_up_to_rounding"
+    result = {"layouts": times, agree: identical, "dtype": args.dtype, "bound_ms_per_step": bound_ms, "read_weights_ms": read_ms,
               "copy_bandwidth_gb_s": bandwidth / 1e9, "threads": args.threads, "k": args.k,
               "command": "python build_scripts/bench_step.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     print(f"bound {bound_ms:.1f} ms per step (copy {bandwidth / 1e9:.1f} GB/s, read + write); reading the weights "
-          f"once takes {read_ms:.1f} ms ({read_ms / bound_ms:.2f}x the bound); logits bit-identical: {identical}")
+          f"once takes {read_ms:.1f} ms ({read_ms / bound_ms:.2f}x the bound); {agree.replace('_', ' ')}: {identical}")
     print(f"{'layout':<8} {'step ms':>8} {'x bound':>8} {f'verify K={args.k} ms':>16} {'in steps':>9} "
           f"{'matmuls ms':>11} {'x bound':>8}")
     for name, t in times.items():

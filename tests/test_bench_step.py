@@ -9,6 +9,7 @@ import torch
 from tiny_models import tiny_pair
 from trtllm_autojudge.backends.cpu_linear import PackedLinear, can_pack
 from trtllm_autojudge.backends.roofline import read_seconds
+from trtllm_autojudge.backends.row_linear import RowLinear, RowLinearUnavailable, row_linear_extension
 from trtllm_autojudge.backends.sibling_linear import SiblingLinear
 
 STEP = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "bench_step.py"))
@@ -29,3 +30,20 @@ def test_layouts_are_what_they_name_and_agree_bitwise():
     assert all(t["step_ms"] > 0 and t["verify_ms"] > 0 for t in times.values())
     assert all(STEP["matmul_ms"](lm, repeats=2) > 0 for lm in lms.values())
     assert read_seconds(lms["stacked"].model, repeats=2) > 0
+
+
+def test_float32_layouts_are_what_they_name_and_agree_up_to_rounding():
+    try:
+        row_linear_extension()
+    except RowLinearUnavailable as e:
+        pytest.skip(f"the row-linear kernel cannot be built here: {e}")
+    target, _ = tiny_pair(seed=0)
+    lms = STEP["layouts"](target, torch.float32)
+    attn = {name: lm.model.model.layers[0].self_attn for name, lm in lms.items()}
+    assert type(attn["linear"].q_proj) is torch.nn.Linear and type(attn["rows"].q_proj) is RowLinear
+    assert target.model.lm_head is not lms["rows"].model.lm_head  # the source model is left as it was
+    prefix = list(range(3, 40))
+    assert STEP["same_logits"](lms, prefix, exact=False)
+    times = STEP["measure"](lms, prefix, k=3, repeats=2)
+    assert set(times) == {"linear", "rows"} and all(t["step_ms"] > 0 for t in times.values())
+    assert all(STEP["matmul_ms"](lm, repeats=2) > 0 for lm in lms.values())

@@ -9,6 +9,8 @@ left alone: there the packed kernel rounds differently and does not pay at batch
 """
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import torch
 from torch import nn
 
@@ -63,17 +65,24 @@ def pack_linears(*modules: nn.Module) -> int:
     A linear shared between modules (the embedded draft's LM head is the target's) becomes one
     shared packed module. Other dtypes and devices are left as they are. Returns the number packed.
     """
-    packed: dict[int, PackedLinear] = {}
+    return replace_linears(modules, lambda linear: can_pack(linear.weight.dtype, linear.weight.device), PackedLinear)
+
+
+def replace_linears(modules: Iterable[nn.Module], wanted: Callable[[nn.Linear], bool],
+                    make: Callable[[nn.Linear], nn.Module]) -> int:
+    """Replace every plain ``nn.Linear`` under ``modules`` for which ``wanted`` holds by ``make(it)``, in
+    place; a linear shared between parents gets one shared replacement. Returns the number replaced."""
+    made: dict[int, nn.Module] = {}
 
     def visit(parent: nn.Module) -> None:
         for name, child in parent.named_children():
-            if type(child) is nn.Linear and can_pack(child.weight.dtype, child.weight.device):
-                if id(child) not in packed:
-                    packed[id(child)] = PackedLinear(child)
-                setattr(parent, name, packed[id(child)])
+            if type(child) is nn.Linear and wanted(child):
+                if id(child) not in made:
+                    made[id(child)] = make(child)
+                setattr(parent, name, made[id(child)])
             else:
                 visit(child)
 
     for module in modules:
         visit(module)
-    return len(packed)
+    return len(made)

@@ -9,6 +9,8 @@ checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must m
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
 (:mod:`.cpu_linear`: bit-identical outputs, about twice the weight bandwidth), and each layer's q/k/v
 and gate/up projections stacked into one packed matmul each (:mod:`.sibling_linear`: bit-identical too).
+float32 linears on a CPU run the project's row-invariant kernel at decoding steps of up to 4 rows
+(``--cpu-linear auto|rows|torch``, :mod:`.row_linear`: equal to torch's up to float32 rounding).
 Masked multi-token forwards on a CPU read the KV heads in place instead of copying them per query
 group (:mod:`.gqa_attention`: bit-identical as well).
 """
@@ -22,6 +24,7 @@ from .cpu_linear import pack_linears
 from .gqa_attention import use_gqa_sdpa
 from .sibling_linear import fuse_siblings
 from .dtype import CHOICES, dtype_name, resolve_dtype
+from .row_linear import CHOICES as CPU_LINEAR_CHOICES, RowLinearUnavailable, use_row_linears
 from .transformers_backend import TransformersLM
 
 EMBEDDED_TARGETS = ("tuned", "raw")
@@ -42,6 +45,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="auto", choices=CHOICES,
                    help="compute dtype (default auto: bfloat16 where the CPU/GPU computes it natively, else float32)")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    g.add_argument("--cpu-linear", default="auto", choices=CPU_LINEAR_CHOICES,
+                   help="float32 CPU linears: 'rows' (the project's kernel for decoding steps, built on first use), "
+                        "'torch' (torch's own: its exact numbers) or 'auto' (default: rows where the kernel builds)")
 
 
 def _hf(path: str, device: str):
@@ -102,6 +108,10 @@ def load_pair(args: argparse.Namespace, task=None):
     _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer, task)
     pack_linears(target.model, draft.model, draft.head)  # bf16 on CPU: weights laid out once (same outputs)
     fuse_siblings(target.model, draft.model)  # then q/k/v and gate/up as one matmul each (same outputs)
+    try:
+        use_row_linears(getattr(args, "cpu_linear", "auto"), target.model, draft.model, draft.head)  # float32 on CPU
+    except RowLinearUnavailable as e:
+        raise SystemExit(f"--cpu-linear rows: {e} (or give --cpu-linear torch)") from None
     use_gqa_sdpa(target.model, draft.model)  # masked CPU forwards: no copy of the KV heads (same outputs)
     return target, draft, tokenizer
 
