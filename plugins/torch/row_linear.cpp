@@ -140,6 +140,7 @@ torch::Tensor row_linear(const torch::Tensor& x, const torch::Tensor& weight, co
   const float* wp = wc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   const int64_t grain = std::max<int64_t>(kStepWeightRows, kGrainBytes / std::max<int64_t>(1, K * 4));
+  pybind11::gil_scoped_release no_gil;  // other Python threads run meanwhile
   at::parallel_for(0, N, grain, [&](int64_t begin, int64_t end) { columns(wp, xp, yp, M, N, K, bp, begin, end); });
   return y;
 }
