@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import platform
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -61,10 +62,12 @@ def row_linear_extension() -> ModuleType:
     build_dir = Path(os.environ.get("AUTOJUDGE_TORCH_EXT_DIR", SOURCE.parents[2] / "build" / "torch_ext")) / "cpu"
     build_dir.mkdir(parents=True, exist_ok=True)
     flags = ["-O3", "-ffp-contract=fast"] + (["-march=native"] if platform.machine() in ("x86_64", "AMD64") else [])
-    log.info("building the float32 CPU row-linear kernel into %s (once per machine, about a minute)", build_dir)
+    name = f"autojudge_row_linear_{_host_tag()}"
+    if not (build_dir / f"{name}.so").is_file():
+        print(f"building the float32 CPU linear kernel into {build_dir} (once per machine, about a minute) ...",
+              file=sys.stderr, flush=True)
     try:
-        return load(name=f"autojudge_row_linear_{_host_tag()}", sources=[str(SOURCE)], extra_cflags=flags,
-                    build_directory=str(build_dir))
+        return load(name=name, sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(build_dir))
     except (OSError, RuntimeError, ImportError) as e:
         raise RowLinearUnavailable(f"building {SOURCE.name} failed ({str(e).strip().splitlines()[-1]})") from e
 
