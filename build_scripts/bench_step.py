@@ -14,7 +14,7 @@ Layouts (each a copy of the same target), bfloat16:
 
 float32:
 - ``linear``: transformers' ``nn.Linear`` (``--cpu-linear torch``);
-- ``rows``: the row-invariant kernel up to 4 rows (``backends/row_linear.py``): what ``load_pair``
+- ``rows``: the row-invariant kernel up to 8 rows (``backends/row_linear.py``): what ``load_pair``
   builds by default.
 
 The bf16 layouts give bit-identical logits, the float32 ones logits equal up to rounding (checked

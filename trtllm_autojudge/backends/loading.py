@@ -9,7 +9,7 @@ checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must m
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
 (:mod:`.cpu_linear`: bit-identical outputs, about twice the weight bandwidth), and each layer's q/k/v
 and gate/up projections stacked into one packed matmul each (:mod:`.sibling_linear`: bit-identical too).
-float32 linears on a CPU run the project's row-invariant kernel at decoding steps of up to 4 rows
+float32 linears on a CPU run the project's row-invariant kernel at decoding steps of up to 8 rows
 (``--cpu-linear auto|rows|torch``, :mod:`.row_linear`: equal to torch's up to float32 rounding).
 Masked multi-token forwards on a CPU read the KV heads in place instead of copying them per query
 group (:mod:`.gqa_attention`: bit-identical as well).

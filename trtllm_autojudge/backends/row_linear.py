@@ -30,7 +30,7 @@ from .cpu_linear import replace_linears
 
 log = logging.getLogger(__name__)
 
-MAX_ROWS = 4  # the kernel's rows per call at most; torch's GEMM above (docs/cpu.md)
+MAX_ROWS = 8  # the kernel's rows per call at most; torch's GEMM above (docs/cpu.md)
 CHOICES = ("auto", "rows", "torch")
 SOURCE = Path(__file__).resolve().parents[2] / "plugins" / "torch" / "row_linear.cpp"
 
