@@ -125,17 +125,18 @@ def trajectory_row(records: Sequence[dict], draft: LanguageModel, k: int, lossle
     draft_lm = CachedLM(draft)
     replays = [record_replays(r, draft, k, draft_lm)["oracle"] for r in records]
     cycles, accepted = sum(r.cycles for r in replays), sum(r.accepted for r in replays)
+    new_tokens = sum(r.new_tokens for r in replays)
+    rate = new_tokens / max(cycles, 1)
     return {
         "spec": "oracle-trajectory", "method": "oracle", "params": "", "questions": len(replays),
-        "tokens_per_cycle": sum(r.new_tokens for r in replays) / max(cycles, 1),
+        "tokens_per_cycle": rate,
         "accepted_per_cycle": accepted / max(cycles, 1),
         "agreement": 1.0,
         "gold_accuracy": lossless_row["gold_accuracy"] if lossless_row else float("nan"),
         "tokens_per_s": float("nan"),
         "judged_fraction": sum(r.judged for r in replays) / max(accepted, 1),
-        "new_tokens": sum(r.new_tokens for r in replays), "cycles": cycles,
+        "new_tokens": new_tokens, "cycles": cycles,
         # against the lossless row's pooled rate; no interval (the replay is not paired by question here)
-        "vs_lossless": (sum(r.new_tokens for r in replays) / max(cycles, 1)) / lossless_row["tokens_per_cycle"]
-        if lossless_row else float("nan"),
+        "vs_lossless": rate / lossless_row["tokens_per_cycle"] if lossless_row else float("nan"),
         "vs_lossless_lo": float("nan"), "vs_lossless_hi": float("nan"),
     }
