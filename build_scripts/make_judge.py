@@ -8,7 +8,9 @@ training are recomputed from it. With --labels-archive (a gzip JSONL label set k
 repository, labels/README.md) the archive's records join WORK/labels.jsonl before mining (their
 prompts are not mined again) and WORK/labels.jsonl is written back to it afterwards, so labels
 outlive the work folder and each run adds to them; the archive must come from the same mining
-settings (task, pair, dtype, --max-new-tokens, --seed). Mining uses the TRAINING templates only.
+settings (task, pair, --max-new-tokens, --seed). Each record keeps the dtype it was mined in (a
+label is the target's answer with and without a swap: the dtype moves it only at near-ties), so
+runs in another dtype may add to an archive. Mining uses the TRAINING templates only.
 The judge is trained for each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
 one with the best validation ROC-AUC is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
 gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install. --target/--draft/--dtype
