@@ -92,7 +92,7 @@ def judge_reads_draft_hidden(judge_file: str | Path) -> bool:
     if not Path(judge_file).is_file():
         raise FileNotFoundError(f"judge file {judge_file} does not exist: its feature setup decides how the draft "
                                 f"engine is built (train one with `trtllm-autojudge train`)")
-    return "DD" in JudgeHead.load(judge_file).blocks
+    return JudgeHead.load(judge_file).needs_draft_hidden
 
 
 def context_commands(args: argparse.Namespace, block: EngineBlock, block_file: Path) -> list[list[str]]:

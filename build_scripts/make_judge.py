@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.frontier import DEFAULT_MAX_IMPORTANT_ACCEPT  # noqa: E402
-from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
+from trtllm_autojudge.judge.head import JudgeHead, parse_setup  # noqa: E402
+from trtllm_autojudge.mining.features import ALL_BLOCKS  # noqa: E402
 from trtllm_autojudge.mining.run import DEFAULT_WINDOWS, LOCAL_REGENERATORS  # noqa: E402
 from trtllm_autojudge.mining.store import append_record, read_records, repair_tail, write_gzip  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
@@ -60,6 +61,14 @@ def mine(args) -> None:
         subprocess.run(cmd, check=True)
     elif cli(verb) != 0:
         raise SystemExit("mining failed")
+
+
+def feature_blocks(setups: str) -> str:
+    """The blocks to extract: all four of PAPER.md, then the lookahead ones that ``setups`` name."""
+    blocks = parse_setup(ALL_BLOCKS)
+    for setup in setups.split(","):
+        blocks += [b for b in parse_setup(setup) if b not in blocks]
+    return "-".join(blocks)
 
 
 def seed_from_archive(labels: Path, archive: Path) -> None:
@@ -127,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         write_gzip(args.labels_archive, records)
         print(f"{args.labels_archive}: {len(records)} prompts' labels")
     features = args.work / "features.safetensors"
-    if cli(["features", "--task", args.task, *models(args), "--labels", str(labels),
+    if cli(["features", "--task", args.task, *models(args), "--labels", str(labels), "--setup", feature_blocks(args.setups),
             "--out", str(features)]) != 0:
         raise SystemExit("feature extraction failed")
     summary = {}

@@ -189,20 +189,23 @@ def test_leaf_verdicts_matter_only_where_leaf_may_matter_says(tree):
     assert 0 < fed < 400 and differ > 0  # both branches ran, and feeding the leaves can matter
 
 
+@pytest.mark.parametrize("setup", ["DD-DT", "DD-DT-DD1-LS"])
 @pytest.mark.parametrize("tree", [DraftTree.chain(4), DraftTree.static([2, 1, 1, 1])], ids=lambda t: f"N{t.num_nodes}")
-def test_lazy_leaf_feeding_equals_feeding_every_cycle(monkeypatch, tree):
-    """DD-DT decoding with the last level fed only where the walk may consult it == feeding it in
-    every cycle (float64, so that the draft's cache layout cannot move a near-tie)."""
+def test_lazy_leaf_feeding_equals_feeding_every_cycle(monkeypatch, tree, setup):
+    """Decoding with the last level fed only where the walk may consult it (never, for a lookahead
+    judge) == feeding it in every cycle (float64, so that the draft's cache layout cannot move a near-tie)."""
     target, draft = tiny_pair(seed=0, dtype=torch.float64)
     rng = np.random.default_rng(3)
-    F = feature_dim("DD-DT", draft.hidden_size, target.hidden_size)
-    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.2, "DD-DT", draft.hidden_size,
+    F = feature_dim(setup, draft.hidden_size, target.hidden_size)
+    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.2, setup, draft.hidden_size,
                      target.hidden_size, 0.5)
     runs = {}
     for eager in (False, True):
+        rule = JudgeRule(head)
         if eager:
             monkeypatch.setattr(speculative, "leaf_may_matter", lambda accepted_len, tree: True)
-        runs[eager] = [speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head),
+            rule.lookahead = 0  # feed the deepest level wherever the walk reaches it, lookahead judge or not
+        runs[eager] = [speculative_generate(target, draft, prompt, tree=tree, rule=rule,
                                             max_new_tokens=MAX_NEW) for prompt in prompts(3, seed=5)]
     for lazy, eager in zip(runs[False], runs[True]):
         assert lazy.tokens == eager.tokens

@@ -404,12 +404,13 @@ def test_task_routes_through_make_judge(toy_verbs):
 
     main.__globals__["cli"] = fake_cli
     with pytest.raises(SystemExit, match="training DT failed"):
-        main(["--work", str(tmp / "work"), *TOY, "--no-install", "--setups", "DT", "--max-new-tokens", "8",
+        main(["--work", str(tmp / "work"), *TOY, "--no-install", "--setups", "DT,DT-LS", "--max-new-tokens", "8",
               "--max-important-accept", "0.03"])
     assert [v[0] for v in verbs] == ["mine", "features", "train"]
     assert verbs[2][verbs[2].index("--max-important-accept") + 1] == "0.03"  # the default threshold's rule
     assert all(v[v.index("--task") + 1] == "toy_task:ToyTask" for v in verbs[:2])
-    assert FeatureSet.load(tmp / "work" / "features.safetensors").task == "toy"
+    features = FeatureSet.load(tmp / "work" / "features.safetensors")
+    assert features.task == "toy" and features.setup == "DD-DT-TD-TT-LS"  # the four blocks and the setups' lookahead ones
     with pytest.raises(SystemExit, match="no shipped judge to install"):
         main(["--work", str(tmp / "work"), *TOY])
 

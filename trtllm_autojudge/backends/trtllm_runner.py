@@ -188,7 +188,7 @@ class EngineTargetVerifier:
         config = json.loads((engine_dir / "config.json").read_text())
         self.block = EngineBlock.from_engine_config(config)
         head = JudgeHead.load(self.block.judge_file)
-        self.needs_draft_hidden = "DD" in head.blocks
+        self.needs_draft_hidden = head.needs_draft_hidden
         self.default_threshold = head.threshold
         pretrained, build = config["pretrained_config"], config["build_config"]
         m = pretrained["mapping"]

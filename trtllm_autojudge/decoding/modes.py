@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..judge.head import JudgeHead
+from ..judge.lookahead import node_lookahead
 from .acceptance import Acceptance
 from .rules import judge_relaxed, mtp_relaxed, topk_relaxed, typical_relaxed
 from .tree import DraftTree
@@ -49,13 +50,20 @@ class JudgeRule:
                              f"while decoding: train with setup DT or DD-DT")
         self.head = head
         self.threshold = head.threshold if threshold is None else float(threshold)
-        self.needs_draft_hidden = "DD" in head.blocks
+        self.needs_draft_hidden = head.needs_draft_hidden
+        self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
         self.w, self.c = head.folded()
 
-    def judge_logits(self, ctx: VerifyContext) -> np.ndarray:  # [1, N+1]
+    def judge_logits(self, ctx: VerifyContext) -> np.ndarray:  # [1, N+1]; +inf (rejected) without a verdict
         blocks = {"DT": ctx.target_hidden, "DD": ctx.draft_hidden}
+        has_verdict = np.ones(ctx.tree.num_nodes + 1, bool)  # [N+1]
+        if self.head.lookahead:
+            more, has_verdict = node_lookahead(self.head.blocks, ctx.tree.greedy_child, ctx.draft_tokens[0],
+                                               ctx.target_logits, ctx.target_hidden, ctx.draft_hidden)
+            blocks.update(more)
         x = torch.cat([blocks[b].float() for b in self.head.blocks], dim=-1)  # [N+1, F]
-        return (x.cpu().double().numpy() @ self.w.astype(np.float64) + self.c)[None]
+        logit = x.cpu().double().numpy() @ self.w.astype(np.float64) + self.c  # [N+1]
+        return np.where(has_verdict, logit, np.inf)[None]
 
     def __call__(self, ctx: VerifyContext) -> np.ndarray:
         return judge_relaxed(self.judge_logits(ctx), self.threshold)

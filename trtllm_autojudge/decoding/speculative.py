@@ -220,6 +220,9 @@ def speculative_generate(
     paths = tree.paths[None]  # [1, P, D+1]
     parents = np.asarray(tree.parents, np.int32)[None]  # [1, N+1]
     need_hidden = bool(rule is not None and rule.needs_draft_hidden)
+    # a lookahead judge has no verdict on the deepest level (no draft token after it) and reads none
+    # of its draft hidden states (judge/lookahead.py): that level is never fed for it
+    need_leaves = need_hidden and not getattr(rule, "lookahead", 0)
     if fused is None:
         fused = device.type == "cuda" and getattr(rule, "fusable", False)
     if fused and not getattr(rule, "fusable", False):
@@ -245,7 +248,7 @@ def speculative_generate(
                             prop.draft_hidden(tree.num_nodes) if need_hidden else None)
         acc, t_rule = decide(ctx)
         t_leaves = 0.0
-        if need_hidden and leaf_may_matter(int(acc.accepted_len[0]), tree):
+        if need_leaves and leaf_may_matter(int(acc.accepted_len[0]), tree):
             # the walk reached the last level, whose draft hidden rows were NaN (never accepted):
             # feed it and decide again, as if it had been fed while drafting (the same acceptance)
             t_l = _sync(device)

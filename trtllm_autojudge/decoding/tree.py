@@ -96,6 +96,16 @@ class DraftTree:
         return rows
 
     @cached_property
+    def greedy_child(self) -> np.ndarray:  # [N+1] int64: the rank-0 child of each node, -1 for none
+        """The node carrying the draft's greedy token after each node (its continuation in the tree),
+        which a lookahead judge reads (:mod:`..judge.lookahead`)."""
+        child = np.full(len(self.parents), PAD, np.int64)
+        for n in range(1, len(self.parents)):
+            if self.ranks[n] == 0:
+                child[self.parents[n]] = n
+        return child
+
+    @cached_property
     def ancestor_mask(self) -> np.ndarray:  # [N+1, N+1] bool: mask[i, j] = j is i or an ancestor of i
         n1 = len(self.parents)
         mask = np.zeros((n1, n1), bool)

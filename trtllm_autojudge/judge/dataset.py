@@ -20,18 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .head import feature_dim, parse_setup
+from .head import block_width, feature_dim, parse_setup
 from .tagged_file import load_tagged, save_tagged
 
 FEATURES_FORMAT_VERSION = 1
 METADATA_KEY = "autojudge_features"
 _META_FIELDS = ("setup", "draft_hidden", "target_hidden", "draft_model", "target_model", "task")
 _OPTIONAL_META = {"dtype": "float32"}  # fields older files lack, with the value they had
-
-
-def block_width(block: str, draft_hidden: int, target_hidden: int) -> int:
-    """Width of one feature block: the hidden size of the model named by its second letter."""
-    return draft_hidden if block[1] == "D" else target_hidden
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .head import JudgeHead
+from .lookahead import LOOKAHEAD_BLOCKS
 
 FORMATS = ("plugin", "onnx", "vllm")
 FILE_NAMES = {"plugin": "judge_plugin_fields.npz", "onnx": "judge_head.onnx", "vllm": "judge_vllm_config.json"}
@@ -30,8 +31,9 @@ def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose from {FORMATS}")
     if fmt == "plugin" and head.setup not in PLUGIN_FEATURE_SETUPS:
-        return (f"the TensorRT plugin computes setups {sorted(PLUGIN_FEATURE_SETUPS)} only (the blocks available "
-                f"while decoding), this judge has setup {head.setup}: train with --setup DT or DD-DT")
+        return (f"the TensorRT plugin computes setups {sorted(PLUGIN_FEATURE_SETUPS)} only (lookahead blocks, "
+                f"{', '.join(LOOKAHEAD_BLOCKS)}, only the Python rule computes), this judge has setup {head.setup}: "
+                f"train with --setup DT or DD-DT")
     if fmt == "vllm" and head.setup != "DT":
         return (f"the research code's vLLM JudgeConfig takes setup DT only (the target's hidden state), this judge "
                 f"has setup {head.setup}: train with --setup DT")
@@ -59,7 +61,7 @@ def plugin_fields(head: JudgeHead) -> dict[str, np.ndarray]:
         "judge_bias": np.array([c], np.float32),
         "feature_setup": np.array([PLUGIN_FEATURE_SETUPS[head.setup]], np.int32),
         "target_hidden": np.array([head.target_hidden], np.int32),
-        "draft_hidden": np.array([head.draft_hidden if "DD" in head.blocks else 0], np.int32),
+        "draft_hidden": np.array([head.draft_hidden if head.needs_draft_hidden else 0], np.int32),
         "threshold": np.array([head.threshold], np.float32),
     }
 

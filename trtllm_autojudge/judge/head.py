@@ -20,14 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from ..dtype_record import check_artifact_dtype
+from .lookahead import LOOKAHEAD_BLOCKS, NUM_SCORES, WINDOW_TOKENS_AFTER
 from .tagged_file import load_tagged, save_tagged
 
 FORMAT_VERSION = 1
 # Feature blocks (PAPER.md section 2): <hidden of model> on <sequence carrying the token of>.
 #   DD: draft's hidden on the draft-token sequence    DT: target's hidden on the draft-token sequence
 #   TD: draft's hidden on the target-token sequence   TT: target's hidden on the target-token sequence
-FEATURE_BLOCKS = ("DD", "DT", "TD", "TT")
-INFERENCE_BLOCKS = ("DD", "DT")  # the blocks available while decoding (the target token is unknown)
+# and the lookahead blocks DT1, DT2, DD1, LS: the models' view one and two draft tokens after the
+# swapped one (:mod:`.lookahead`).
+FEATURE_BLOCKS = ("DD", "DT", "TD", "TT") + LOOKAHEAD_BLOCKS
+INFERENCE_BLOCKS = ("DD", "DT") + LOOKAHEAD_BLOCKS  # the blocks available while decoding (the target token is unknown)
 
 
 def parse_setup(setup: str) -> list[str]:
@@ -37,8 +40,16 @@ def parse_setup(setup: str) -> list[str]:
     return blocks
 
 
+def block_width(block: str, draft_hidden: int, target_hidden: int) -> int:
+    """Width of one feature block: the hidden size of the model named by its second letter, or the
+    number of lookahead scores."""
+    if block == "LS":
+        return NUM_SCORES
+    return draft_hidden if block[1] == "D" else target_hidden
+
+
 def feature_dim(setup: str, draft_hidden: int, target_hidden: int) -> int:
-    return sum(draft_hidden if b[1] == "D" else target_hidden for b in parse_setup(setup))
+    return sum(block_width(b, draft_hidden, target_hidden) for b in parse_setup(setup))
 
 
 @dataclass
@@ -79,6 +90,15 @@ class JudgeHead:
     @property
     def usable_while_decoding(self) -> bool:
         return all(b in INFERENCE_BLOCKS for b in self.blocks)
+
+    @property
+    def needs_draft_hidden(self) -> bool:
+        return any(b.startswith("DD") for b in self.blocks)
+
+    @property
+    def lookahead(self) -> int:
+        """Draft tokens a node needs after it for a verdict (0 without lookahead blocks)."""
+        return max((WINDOW_TOKENS_AFTER.get(b, 0) for b in self.blocks), default=0)
 
     def folded(self) -> tuple[np.ndarray, float]:
         """(w [F] float32, c): the scaler folded into one dot product."""

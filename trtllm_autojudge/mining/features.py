@@ -6,7 +6,10 @@ state at p, where the swapped token is the INPUT, gives four blocks:
 DD (draft on draft-seq), DT (target on draft-seq), TD (draft on target-seq), TT (target on
 target-seq). Per record and model this costs two forwards: one over the final sequence (it holds
 one of the two tokens at every labelled position) and one batched forward of the OTHER tokens,
-each attending to the final sequence before its own position only.
+each attending to the final sequence before its own position only. The lookahead blocks (DT1, DT2,
+DD1, LS: :mod:`..judge.lookahead`) take a pass of their own: per model one forward over the final
+sequence, then two batched draft forwards (the draft token and c1) and three target ones. That pass
+gives DD and DT too, so a setup of inference blocks only needs no other.
 """
 from __future__ import annotations
 
@@ -20,8 +23,33 @@ from ..backends.dtype import dtype_name
 from ..backends.protocol import LanguageModel
 from ..judge.dataset import FeatureSet
 from ..judge.head import parse_setup
+from ..judge.lookahead import LOOKAHEAD_BLOCKS, lookahead_scores
 
 ALL_BLOCKS = "DD-DT-TD-TT"
+
+
+def _after_prefixes(session, end: int, positions: list[int], tokens: list[list[int]], greedy_steps: int = 0):
+    """Feed, batched, each label's own run of tokens after ``seq[:p]`` (the session holds ``seq[:end]``).
+
+    ``tokens[k][j]`` is label j's token at position ``p_j + k``; after the given runs, the model's own
+    greedy token follows for ``greedy_steps`` more steps. Each token attends to ``seq[:p_j]`` and to
+    its own run only. Returns hidden [S, M, H], logits [S, M, V] and the fed tokens [S, M], with S the
+    number of steps; the session is cut back to ``seq[:end]``.
+    """
+    M, hidden, logits, fed = len(positions), [], [], []
+    run = list(tokens[0])
+    for k in range(len(tokens) + greedy_steps):
+        mask = torch.zeros(M, end + (k + 1) * M, dtype=torch.bool)  # [M, end + (k+1) M]
+        for j, p in enumerate(positions):
+            mask[j, :p] = True
+            mask[j, end + j : end + (k + 1) * M : M] = True  # this label's tokens of steps 0..k
+        out = session.forward(run, positions=[p + k for p in positions], mask=mask)
+        hidden.append(out.hidden)
+        logits.append(out.logits)
+        fed.append(run)
+        run = list(tokens[k + 1]) if k + 1 < len(tokens) else out.logits.argmax(-1).tolist()
+    session.retain(end)
+    return torch.stack(hidden), torch.stack(logits), torch.tensor(fed)
 
 
 def hidden_at_labels(lm: LanguageModel, seq: list[int], positions: list[int], other_tokens: list[int]):
@@ -29,13 +57,27 @@ def hidden_at_labels(lm: LanguageModel, seq: list[int], positions: list[int], ot
     end = max(positions) + 1
     session = lm.session()
     in_seq = session.forward(seq[:end]).hidden[positions]  # [M, H]
-    M = len(positions)
-    mask = torch.zeros(M, end + M, dtype=torch.bool)  # [M, end + M]
-    for j, p in enumerate(positions):
-        mask[j, :p] = True
-        mask[j, end + j] = True
-    swapped = session.forward(other_tokens, positions=positions, mask=mask).hidden  # [M, H]
+    swapped = _after_prefixes(session, end, positions, [other_tokens])[0][0]  # [M, H]
     return in_seq, swapped
+
+
+def lookahead_blocks(target: LanguageModel, draft: LanguageModel, seq: list[int], positions: list[int],
+                     draft_tokens: list[int], blocks: list[str]) -> dict[str, np.ndarray]:
+    """The lookahead blocks (:mod:`..judge.lookahead`) of labels at ``positions`` with the draft's
+    token swapped in: the draft continues it greedily by c1, c2, as it would in a draft window, and
+    the target runs over [draft token, c1, c2]. DD and DT come with them (their first step)."""
+    end = max(positions) + 1
+    d_sess = draft.session()
+    d_sess.forward(seq[:end])
+    d_hidden, d_logits, d_fed = _after_prefixes(d_sess, end, positions, [draft_tokens], greedy_steps=1)  # [2, M, Hd], [2, M, V], [2, M]
+    c1, c2 = d_fed[1], d_logits[1].argmax(-1)  # [M] each
+    t_sess = target.session()
+    t_sess.forward(seq[:end])
+    t_hidden, t_logits, _ = _after_prefixes(t_sess, end, positions, [draft_tokens, c1.tolist(), c2.tolist()])  # [3, M, Ht], [3, M, V]
+    logp = torch.log_softmax(t_logits[:2].float(), dim=-1)  # [2, M, V]
+    out = {"DD": d_hidden[0], "DT": t_hidden[0], "DT1": t_hidden[1], "DT2": t_hidden[2], "DD1": d_hidden[1],
+           "LS": lookahead_scores(logp[0], logp[1], c1, c2)}
+    return {b: out[b].float().cpu().numpy() for b in blocks if b in out}
 
 
 def record_features(target: LanguageModel, draft: LanguageModel, record: dict, setup: str = ALL_BLOCKS) -> np.ndarray:
@@ -44,13 +86,17 @@ def record_features(target: LanguageModel, draft: LanguageModel, record: dict, s
     positions = [int(lab[0]) for lab in labels]
     draft_at = np.array([seq[p] == lab[3] for p, lab in zip(positions, labels)])  # [M]: seq holds the draft token
     other = [int(lab[2] if d else lab[3]) for d, lab in zip(draft_at, labels)]
+    wanted = parse_setup(setup)
     blocks = {}
-    for name, lm in (("D", draft), ("T", target)):
-        in_seq, swapped = (h.float().cpu().numpy() for h in hidden_at_labels(lm, seq, positions, other))
-        d = draft_at[:, None]
-        blocks["D" + name] = np.where(d, in_seq, swapped)  # model on the draft-token sequence
-        blocks["T" + name] = np.where(d, swapped, in_seq)  # model on the target-token sequence
-    return np.concatenate([blocks[b] for b in parse_setup(setup)], axis=1)
+    if any(b in LOOKAHEAD_BLOCKS for b in wanted):
+        blocks.update(lookahead_blocks(target, draft, seq, positions, [int(lab[3]) for lab in labels], wanted))
+    if any(b not in blocks for b in wanted):
+        for name, lm in (("D", draft), ("T", target)):
+            in_seq, swapped = (h.float().cpu().numpy() for h in hidden_at_labels(lm, seq, positions, other))
+            d = draft_at[:, None]
+            blocks["D" + name] = np.where(d, in_seq, swapped)  # model on the draft-token sequence
+            blocks["T" + name] = np.where(d, swapped, in_seq)  # model on the target-token sequence
+    return np.concatenate([blocks[b] for b in wanted], axis=1)
 
 
 def extract_features(target: LanguageModel, draft: LanguageModel, records: list[dict], setup: str = ALL_BLOCKS,

@@ -74,7 +74,7 @@ def stock_block(judge_file: str | Path, plugin_library: str | Path, *, max_draft
     from ...judge.head import JudgeHead
 
     head = JudgeHead.load(judge_file)
-    if "DD" in head.blocks:
+    if head.needs_draft_hidden:
         raise ValueError(f"judge setup {head.setup} reads the draft's hidden states, which no stock TensorRT-LLM "
                          f"runtime passes to the target engine: use a DT judge on the stock route, or the context "
                          f"route (build-engines --route context)")

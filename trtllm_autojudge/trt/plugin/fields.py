@@ -42,7 +42,7 @@ def engine_plugin_fields(
         raise ValueError(f"output_mode {output_mode!r} is not one of {sorted(OUTPUT_MODES)}")
     if isinstance(judge, (str, Path)):
         judge = JudgeHead.load(judge)
-    judge.check_models(draft_hidden=draft_hidden if "DD" in judge.blocks else None, target_hidden=target_hidden)
+    judge.check_models(draft_hidden=draft_hidden if judge.needs_draft_hidden else None, target_hidden=target_hidden)
     fields = dict(plugin_fields(judge))
     fields["max_path_len"] = np.array([max_path_len], np.int32)
     fields["output_mode"] = np.array([OUTPUT_MODES[output_mode]], np.int32)

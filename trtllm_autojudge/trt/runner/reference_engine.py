@@ -21,6 +21,7 @@ import torch
 from ...backends.protocol import LanguageModel
 from ...decoding.acceptance import Acceptance, accept_tree
 from ...decoding.rules import judge_relaxed
+from ...judge.export import unsupported_reason
 from ...judge.head import JudgeHead
 from ..plugin import packed_step
 from .chain_drafter import ChainTreeDrafter, DraftOutput
@@ -46,11 +47,12 @@ class ReferenceTargetEngine:
     """The AutoJudge target engine (accept mode) on the reference runtime."""
 
     def __init__(self, target: LanguageModel, head: JudgeHead):
-        if not head.usable_while_decoding:
-            raise ValueError(f"judge setup {head.setup} is not computable while decoding: use DT or DD-DT")
+        reason = unsupported_reason(head, "plugin")  # this engine computes what the plugin does
+        if reason:
+            raise ValueError(reason)
         head.check_models(target_hidden=target.hidden_size)
         self.target, self.head = target, head
-        self.needs_draft_hidden = "DD" in head.blocks
+        self.needs_draft_hidden = head.needs_draft_hidden
         self.w, self.c = head.folded()
 
     @torch.inference_mode()

@@ -67,7 +67,7 @@ class TritonPythonModel:
         engine_config = json.loads((Path(p["target_engine_dir"]) / "config.json").read_text())
         self.block = EngineBlock.from_engine_config(engine_config)
         head = JudgeHead.load(self.block.judge_file)
-        if "DD" in head.blocks:
+        if head.needs_draft_hidden:
             raise ValueError(f"judge setup {head.setup} needs draft hidden states; Triton serves DT judges")
         self.default_threshold = head.threshold
         self.tokenizer = AutoTokenizer.from_pretrained(p["tokenizer_dir"])

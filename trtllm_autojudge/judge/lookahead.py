@@ -1,0 +1,77 @@
+"""Lookahead feature blocks: the models' view AFTER the swapped token, two window tokens on.
+
+A verify pass over a draft window computes more than the hidden state at a mismatching node n
+(the DT block): it also runs the target over the draft's own continuation of that node, c1 and
+c2 (the draft's greedy tokens after it, the nodes that follow it in a chain). How the target
+carries on from the draft's token tells which mismatches are harmless better than the state at
+the token alone (docs/results.md, "A lookahead judge"). Blocks, in the vocabulary of
+:mod:`.head` (<model's hidden state> on the draft-token sequence, k tokens later):
+
+  DT1, DT2  the target's hidden state with c1 / c2 as the input token   [Ht] each
+  DD1       the draft's hidden state with c1 as the input token         [Hd]
+  LS        six lookahead scores from the target's logits after the node (row 0) and after c1
+            (row 1): log p0(c1), log p1(c2) (both floored at MIN_LOG_PROB), c1 == argmax p0,
+            c2 == argmax p1 (1.0 or 0.0), the entropy of p0, the entropy of p1           [6]
+
+A block needs WINDOW_TOKENS_AFTER[block] draft tokens after the node; a node without them (the
+last ones of a chain) has no verdict and is rejected. So a lookahead judge never reads the deepest
+level's draft hidden states, and the decoding loop never feeds that level for it. Mining computes the same blocks with plain
+forwards over each label's swapped sequence (:mod:`..mining.features`); decoding gathers them from
+the verify pass (:func:`node_lookahead`); tests/test_lookahead.py holds the two equal.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+# DD1 needs two: the draft computes its hidden state at c1 only when it drafts c2 after it.
+WINDOW_TOKENS_AFTER = {"DT1": 1, "DD1": 2, "DT2": 2, "LS": 2}
+LOOKAHEAD_BLOCKS = tuple(WINDOW_TOKENS_AFTER)
+NUM_SCORES = 6
+MIN_LOG_PROB = -30.0  # log-probabilities below this are floored (a feature scaler needs finite values)
+
+
+def lookahead_scores(
+    log_probs0: torch.Tensor,  # [M, V]: the target's log-probabilities after the node's token
+    log_probs1: torch.Tensor,  # [M, V]: the same after c1
+    c1: torch.Tensor,  # [M] int64: the draft's token after the node
+    c2: torch.Tensor,  # [M] int64: the draft's token after c1
+) -> torch.Tensor:  # [M, NUM_SCORES] float32: the LS block
+    rows = torch.arange(c1.shape[0])
+    pairs = ((log_probs0.float(), c1), (log_probs1.float(), c2))
+    out = [logp[rows, c].clamp(min=MIN_LOG_PROB) for logp, c in pairs]
+    out += [(logp.argmax(-1) == c).float() for logp, c in pairs]
+    for logp, _ in pairs:
+        p = logp.exp()
+        out.append(-torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1))
+    return torch.stack(out, dim=1)
+
+
+def node_lookahead(
+    blocks: list[str],  # the judge's blocks; only the lookahead ones are computed
+    greedy_child: np.ndarray,  # [N+1] int: the node carrying the draft's greedy token after each node, -1 none
+    node_tokens: np.ndarray,  # [N] int: token of node n at index n-1
+    target_logits: torch.Tensor,  # [N+1, V]: row n with node n as the input token
+    target_hidden: torch.Tensor,  # [N+1, Ht]
+    draft_hidden: torch.Tensor | None,  # [N+1, Hd]; NaN rows for nodes the draft did not consume
+) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+    """The lookahead blocks of every node ({block: [N+1, width]}) and which nodes have them ([N+1] bool)."""
+    child = np.asarray(greedy_child, np.int64)  # [N+1]
+    grand = np.where(child >= 0, child[np.maximum(child, 0)], -1)  # [N+1]
+    need = max(WINDOW_TOKENS_AFTER[b] for b in blocks if b in WINDOW_TOKENS_AFTER)
+    has = (child >= 0) & ((grand >= 0) if need == 2 else True)  # [N+1]
+    c1n, c2n = torch.as_tensor(np.maximum(child, 0)), torch.as_tensor(np.maximum(grand, 0))  # [N+1] node index
+    tokens = torch.as_tensor(np.concatenate([[0], np.asarray(node_tokens, np.int64)]))  # [N+1]: token of node n
+    out = {}
+    if "DT1" in blocks:
+        out["DT1"] = target_hidden[c1n]
+    if "DT2" in blocks:
+        out["DT2"] = target_hidden[c2n]
+    if "DD1" in blocks:
+        if draft_hidden is None:
+            raise ValueError("the DD1 block needs the draft's hidden states")
+        out["DD1"] = draft_hidden[c1n]
+    if "LS" in blocks:
+        logp = torch.log_softmax(target_logits.float(), dim=-1)  # [N+1, V]
+        out["LS"] = lookahead_scores(logp, logp[c1n], tokens[c1n], tokens[c2n])
+    return out, has
