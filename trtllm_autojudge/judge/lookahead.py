@@ -32,18 +32,21 @@ MIN_LOG_PROB = -30.0  # log-probabilities below this are floored (a feature scal
 
 
 def lookahead_scores(
-    log_probs0: torch.Tensor,  # [M, V]: the target's log-probabilities after the node's token
-    log_probs1: torch.Tensor,  # [M, V]: the same after c1
-    c1: torch.Tensor,  # [M] int64: the draft's token after the node
+    logits: torch.Tensor,  # [R, V]: rows of the target's logits
+    after_token: torch.Tensor,  # [M] int64: the row after each item's (draft) token
+    after_c1: torch.Tensor,  # [M] int64: the row after its c1
+    c1: torch.Tensor,  # [M] int64: the draft's token after the item's token
     c2: torch.Tensor,  # [M] int64: the draft's token after c1
 ) -> torch.Tensor:  # [M, NUM_SCORES] float32: the LS block
-    rows = torch.arange(c1.shape[0])
-    pairs = ((log_probs0.float(), c1), (log_probs1.float(), c2))
-    out = [logp[rows, c].clamp(min=MIN_LOG_PROB) for logp, c in pairs]
-    out += [(logp.argmax(-1) == c).float() for logp, c in pairs]
-    for logp, _ in pairs:
-        p = logp.exp()
-        out.append(-torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1))
+    logits = logits.float()
+    lse = torch.logsumexp(logits, dim=-1)  # [R]
+    p = torch.exp(logits - lse[:, None])  # [R, V]
+    entropy = lse - torch.where(p > 0, p * logits, torch.zeros_like(p)).sum(-1)  # [R]: -sum p log p; masked tokens 0
+    argmax = logits.argmax(-1)  # [R]
+    pairs = ((after_token, c1), (after_c1, c2))
+    out = [(logits[row, c] - lse[row]).clamp(min=MIN_LOG_PROB) for row, c in pairs]
+    out += [(argmax[row] == c).float() for row, c in pairs]
+    out += [entropy[row] for row, _ in pairs]
     return torch.stack(out, dim=1)
 
 
@@ -72,6 +75,5 @@ def node_lookahead(
             raise ValueError("the DD1 block needs the draft's hidden states")
         out["DD1"] = draft_hidden[c1n]
     if "LS" in blocks:
-        logp = torch.log_softmax(target_logits.float(), dim=-1)  # [N+1, V]
-        out["LS"] = lookahead_scores(logp, logp[c1n], tokens[c1n], tokens[c2n])
+        out["LS"] = lookahead_scores(target_logits, torch.arange(child.shape[0]), c1n, tokens[c1n], tokens[c2n])
     return out, has

@@ -71,12 +71,12 @@ def lookahead_blocks(target: LanguageModel, draft: LanguageModel, seq: list[int]
     d_sess.forward(seq[:end])
     d_hidden, d_logits, d_fed = _after_prefixes(d_sess, end, positions, [draft_tokens], greedy_steps=1)  # [2, M, Hd], [2, M, V], [2, M]
     c1, c2 = d_fed[1], d_logits[1].argmax(-1)  # [M] each
+    M = len(positions)
     t_sess = target.session()
     t_sess.forward(seq[:end])
     t_hidden, t_logits, _ = _after_prefixes(t_sess, end, positions, [draft_tokens, c1.tolist(), c2.tolist()])  # [3, M, Ht], [3, M, V]
-    logp = torch.log_softmax(t_logits[:2].float(), dim=-1)  # [2, M, V]
     out = {"DD": d_hidden[0], "DT": t_hidden[0], "DT1": t_hidden[1], "DT2": t_hidden[2], "DD1": d_hidden[1],
-           "LS": lookahead_scores(logp[0], logp[1], c1, c2)}
+           "LS": lookahead_scores(t_logits[:2].flatten(0, 1), torch.arange(M), M + torch.arange(M), c1, c2)}
     return {b: out[b].float().cpu().numpy() for b in blocks if b in out}
 
 
