@@ -15,9 +15,10 @@ the token alone (docs/results.md, "A lookahead judge"). Blocks, in the vocabular
 
 A block needs WINDOW_TOKENS_AFTER[block] draft tokens after the node; a node without them (the
 last ones of a chain) has no verdict and is rejected. So a lookahead judge never reads the deepest
-level's draft hidden states, and the decoding loop never feeds that level for it. Mining computes the same blocks with plain
-forwards over each label's swapped sequence (:mod:`..mining.features`); decoding gathers them from
-the verify pass (:func:`node_lookahead`); tests/test_lookahead.py holds the two equal.
+level's draft hidden states, and the decoding loop never feeds that level for it. Mining computes
+the same blocks with plain forwards over each label's swapped sequence (:mod:`..mining.features`);
+decoding gathers them from the verify pass (:func:`node_lookahead`); tests/test_lookahead.py holds
+the two equal.
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def _after_prefixes(session, end: int, positions: list[int], tokens: list[list[i
     ``tokens[k][j]`` is label j's token at position ``p_j + k``; after the given runs, the model's own
     greedy token follows for ``greedy_steps`` more steps. Each token attends to ``seq[:p_j]`` and to
     its own run only. Returns hidden [S, M, H], logits [S, M, V] and the fed tokens [S, M], with S the
-    number of steps; the session is cut back to ``seq[:end]``.
+    number of steps.
     """
     M, hidden, logits, fed = len(positions), [], [], []
     run = list(tokens[0])
@@ -48,7 +48,6 @@ def _after_prefixes(session, end: int, positions: list[int], tokens: list[list[i
         logits.append(out.logits)
         fed.append(run)
         run = list(tokens[k + 1]) if k + 1 < len(tokens) else out.logits.argmax(-1).tolist()
-    session.retain(end)
     return torch.stack(hidden), torch.stack(logits), torch.tensor(fed)
 
 
