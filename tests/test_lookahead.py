@@ -8,6 +8,7 @@ from test_features import plain_hidden
 from test_mining import KeyTokens, decode, tiny_prompts
 from tiny_models import tiny_pair
 from trtllm_autojudge.decoding.modes import JudgeRule, VerifyContext
+from trtllm_autojudge.decoding.rules import judge_relaxed
 from trtllm_autojudge.decoding.speculative import feed_last_level, propose, verify
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.export import unsupported_reason
@@ -69,20 +70,28 @@ def random_head(target, draft, seed=0):
                      draft.hidden_size, target.hidden_size, 0.5)
 
 
-@pytest.mark.parametrize("tree", [DraftTree.chain(5), DraftTree.static([2, 2, 1, 1])], ids=["chain", "tree"])
+def verify_context(target, draft, tree, prompt):
+    """One cycle's context: the draft's proposal (every level fed) verified by the target."""
+    d_sess, t_sess = draft.session(), target.session()
+    with torch.no_grad():
+        prop = propose(d_sess, prompt, tree)
+        feed_last_level(d_sess, tree, prop)
+        logits, hidden, _ = verify(t_sess, prompt, tree, prop.node_tokens)
+    return prop, VerifyContext(list(prompt), tree, prop.node_tokens[None], np.asarray(tree.parents, np.int32)[None],
+                               logits, hidden, prop.draft_hidden(tree.num_nodes))
+
+
+TREES = [DraftTree.chain(5), DraftTree.static([2, 2, 1, 1])]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=["chain", "tree"])
 def test_rule_scores_nodes_as_plain_forwards_do(tree):
     target, draft = tiny_pair(seed=5)
     head = random_head(target, draft)
     rule = JudgeRule(head)
     assert rule.needs_draft_hidden and not rule.fusable and head.lookahead == 2
     prompt = tiny_prompts(1, seed=4)[0][1]
-    d_sess, t_sess = draft.session(), target.session()
-    with torch.no_grad():
-        prop = propose(d_sess, prompt, tree)
-        feed_last_level(d_sess, tree, prop)
-        logits, hidden, _ = verify(t_sess, prompt, tree, prop.node_tokens)
-    ctx = VerifyContext(list(prompt), tree, prop.node_tokens[None], np.asarray(tree.parents, np.int32)[None],
-                        logits, hidden, prop.draft_hidden(tree.num_nodes))
+    prop, ctx = verify_context(target, draft, tree, prompt)
     got = rule.judge_logits(ctx)[0]  # [N+1]
     scored = 0
     for n in range(1, tree.num_nodes + 1):
@@ -95,6 +104,37 @@ def test_rule_scores_nodes_as_plain_forwards_do(tree):
         np.testing.assert_allclose(got[n], head.logits(x[None])[0], rtol=1e-3, atol=1e-3)
         scored += 1
     assert scored >= 3
+
+
+@pytest.mark.parametrize("setup", [SETUP, "DD-DT", "DT-LS"])
+@pytest.mark.parametrize("tree", TREES + [DraftTree.static([3, 2, 2, 1])], ids=["chain", "tree", "wide"])
+def test_rule_scoring_only_mismatches_equals_scoring_every_node(tree, setup):
+    """The rule scores only the mismatching nodes (the fast path); the same logits as scoring the
+    whole window (the reference), on random heads and random models, and the same relaxed mask
+    wherever the walk reads it."""
+    verdicts = []
+    for seed in range(3):
+        target, draft = tiny_pair(seed=seed)
+        F = feature_dim(setup, draft.hidden_size, target.hidden_size)
+        g = np.random.default_rng(seed)
+        head = JudgeHead(g.normal(size=F), g.normal(size=F), g.uniform(0.5, 2, size=F), 0.3, setup,
+                         draft.hidden_size, target.hidden_size, 0.5)
+        _, ctx = verify_context(target, draft, tree, tiny_prompts(1, seed=seed)[0][1])
+        every = JudgeRule(head).judge_logits(ctx)[0]  # [N+1]
+        cut = np.median(every[np.isfinite(every)])  # a threshold inside the logits: some accepted, some not
+        rule = JudgeRule(head, threshold=float(1 / (1 + np.exp(-cut))))
+        for size in range(tree.num_nodes + 1):
+            nodes = np.sort(g.choice(tree.num_nodes + 1, size=size, replace=False))
+            some = rule.judge_logits(ctx, nodes)[0]
+            np.testing.assert_allclose(some[nodes], every[nodes], rtol=1e-6, atol=1e-6)
+            assert np.all(np.isinf(np.delete(some, nodes)))
+        mismatch = np.zeros(tree.num_nodes + 1, bool)  # [N+1]
+        mismatch[1:] = ctx.draft_tokens[0] != ctx.logits_np()[0].argmax(-1)[ctx.parents[0, 1:]]
+        assert np.array_equal(ctx.mismatches(), np.flatnonzero(mismatch))
+        relaxed = rule(ctx)[0]
+        assert np.array_equal(relaxed, judge_relaxed(every[None], rule.threshold)[0] & mismatch)
+        verdicts += list(relaxed[ctx.mismatches()])
+    assert any(verdicts) and not all(verdicts)
 
 
 def test_lookahead_setups_stay_off_the_plugin():

@@ -6,6 +6,7 @@ accepted, so the output equals greedy decoding of the target token for token.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, Protocol
 
 import numpy as np
@@ -33,6 +34,14 @@ class VerifyContext:
     def logits_np(self) -> np.ndarray:  # [1, N+1, V] float32
         return self.target_logits.float().cpu().numpy()[None]
 
+    @cached_property
+    def target_argmax(self) -> np.ndarray:  # [N+1] int64: the target's greedy child of each node
+        return self.target_logits.argmax(-1).cpu().numpy()
+
+    def mismatches(self) -> np.ndarray:  # [M] int64: the nodes whose draft token is not that greedy child
+        """The nodes a relaxed rule decides: every other node is an exact match (accepted by the walk)."""
+        return 1 + np.flatnonzero(self.draft_tokens[0] != self.target_argmax[self.parents[0, 1:]])
+
 
 class RelaxedRule(Protocol):
     needs_draft_hidden: bool
@@ -54,19 +63,29 @@ class JudgeRule:
         self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
         self.w, self.c = head.folded()
 
-    def judge_logits(self, ctx: VerifyContext) -> np.ndarray:  # [1, N+1]; +inf (rejected) without a verdict
-        blocks = {"DT": ctx.target_hidden, "DD": ctx.draft_hidden}
-        has_verdict = np.ones(ctx.tree.num_nodes + 1, bool)  # [N+1]
+    def judge_logits(self, ctx: VerifyContext, nodes: np.ndarray | None = None) -> np.ndarray:
+        """[1, N+1] judge logits at ``nodes`` ([M] int; default every node), +inf (rejected) at the
+        other nodes and at nodes without a verdict."""
+        N = ctx.tree.num_nodes
+        nodes = np.arange(N + 1) if nodes is None else np.asarray(nodes, np.int64)  # [M]
+        rows = torch.as_tensor(nodes)
+        blocks = {"DT": ctx.target_hidden[rows], "DD": None if ctx.draft_hidden is None else ctx.draft_hidden[rows]}
+        has_verdict = np.ones(len(nodes), bool)  # [M]
         if self.head.lookahead:
-            more, has_verdict = node_lookahead(self.head.blocks, ctx.tree.greedy_child, ctx.draft_tokens[0],
+            more, has_verdict = node_lookahead(self.head.blocks, ctx.tree.greedy_child, ctx.draft_tokens[0], nodes,
                                                ctx.target_logits, ctx.target_hidden, ctx.draft_hidden)
             blocks.update(more)
-        x = torch.cat([blocks[b].float() for b in self.head.blocks], dim=-1)  # [N+1, F]
-        logit = x.cpu().double().numpy() @ self.w.astype(np.float64) + self.c  # [N+1]
-        return np.where(has_verdict, logit, np.inf)[None]
+        x = torch.cat([blocks[b].float() for b in self.head.blocks], dim=-1)  # [M, F]
+        logit = x.cpu().double().numpy() @ self.w.astype(np.float64) + self.c  # [M]
+        out = np.full(N + 1, np.inf)
+        out[nodes] = np.where(has_verdict, logit, np.inf)
+        return out[None]
 
     def __call__(self, ctx: VerifyContext) -> np.ndarray:
-        return judge_relaxed(self.judge_logits(ctx), self.threshold)
+        nodes = ctx.mismatches()  # the only nodes whose verdict the walk reads
+        if len(nodes) == 0:
+            return np.zeros((1, ctx.tree.num_nodes + 1), bool)
+        return judge_relaxed(self.judge_logits(ctx, nodes), self.threshold)
 
     @property
     def fusable(self) -> bool:

@@ -230,13 +230,15 @@ def speculative_generate(
     result = GenerationResult(list(tokens), [], "budget")
 
     def decide(ctx: VerifyContext) -> tuple[Acceptance, float]:  # the acceptance, and the rule's seconds
-        t = _sync(device)
         if fused:
+            t = _sync(device)
             acc = rule.accept_fused(ctx, paths)
             return acc, _sync(device) - t
+        target_argmax = ctx.target_argmax[None]  # [1, N+1]: the walk's, computed before the rule's clock starts
+        t = _sync(device)
         relaxed = None if rule is None else rule(ctx)
         t_rule = _sync(device) - t
-        return accept_tree(ctx.draft_tokens, ctx.target_logits.argmax(-1).cpu().numpy()[None], paths, relaxed), t_rule
+        return accept_tree(ctx.draft_tokens, target_argmax, paths, relaxed), t_rule
 
     while len(tokens) - n_prompt < max_new_tokens:
         t0 = _sync(device)

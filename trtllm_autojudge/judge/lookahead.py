@@ -55,16 +55,22 @@ def node_lookahead(
     blocks: list[str],  # the judge's blocks; only the lookahead ones are computed
     greedy_child: np.ndarray,  # [N+1] int: the node carrying the draft's greedy token after each node, -1 none
     node_tokens: np.ndarray,  # [N] int: token of node n at index n-1
+    nodes: np.ndarray,  # [M] int: the nodes to compute the blocks of
     target_logits: torch.Tensor,  # [N+1, V]: row n with node n as the input token
     target_hidden: torch.Tensor,  # [N+1, Ht]
     draft_hidden: torch.Tensor | None,  # [N+1, Hd]; NaN rows for nodes the draft did not consume
 ) -> tuple[dict[str, torch.Tensor], np.ndarray]:
-    """The lookahead blocks of every node ({block: [N+1, width]}) and which nodes have them ([N+1] bool)."""
+    """The lookahead blocks of ``nodes`` ({block: [M, width]}) and which of them have them ([M] bool).
+
+    LS reads two logit rows per node (after it and after its c1), not the whole window: the rule
+    asks only for the nodes it decides, the mismatches."""
     child = np.asarray(greedy_child, np.int64)  # [N+1]
     grand = np.where(child >= 0, child[np.maximum(child, 0)], -1)  # [N+1]
+    nodes = np.asarray(nodes, np.int64)  # [M]
     need = max(WINDOW_TOKENS_AFTER[b] for b in blocks if b in WINDOW_TOKENS_AFTER)
-    has = (child >= 0) & ((grand >= 0) if need == 2 else True)  # [N+1]
-    c1n, c2n = torch.as_tensor(np.maximum(child, 0)), torch.as_tensor(np.maximum(grand, 0))  # [N+1] node index
+    has = (child[nodes] >= 0) & ((grand[nodes] >= 0) if need == 2 else True)  # [M]
+    c1n = torch.as_tensor(np.maximum(child[nodes], 0))  # [M]: node index of each node's c1
+    c2n = torch.as_tensor(np.maximum(grand[nodes], 0))  # [M]: and of its c2
     tokens = torch.as_tensor(np.concatenate([[0], np.asarray(node_tokens, np.int64)]))  # [N+1]: token of node n
     out = {}
     if "DT1" in blocks:
@@ -76,5 +82,7 @@ def node_lookahead(
             raise ValueError("the DD1 block needs the draft's hidden states")
         out["DD1"] = draft_hidden[c1n]
     if "LS" in blocks:
-        out["LS"] = lookahead_scores(target_logits, torch.arange(child.shape[0]), c1n, tokens[c1n], tokens[c2n])
+        M = len(nodes)
+        rows = target_logits[torch.cat([torch.as_tensor(nodes), c1n])]  # [2M, V]: after each node, then after its c1
+        out["LS"] = lookahead_scores(rows, torch.arange(M), M + torch.arange(M), tokens[c1n], tokens[c2n])
     return out, has
