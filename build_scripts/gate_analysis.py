@@ -3,6 +3,8 @@
 
     python build_scripts/gate_analysis.py --task gsm8k-program --labels out/gate_k8/oracle_labels.jsonl \\
         --kinds-also out/judge_program/labels.jsonl --seed 1000 --out docs/results/gsm8k-program_gate_analysis.json
+    python build_scripts/gate_analysis.py --task gsm8k-program --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz \
+        --records 200 --k 16,32,64 --seed 7 --variants-per-template 24 --out docs/results/gsm8k-program_oracle_vs_k_bf16.json
 
 For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine-oracle``'s):
 - the exact chain replays (:func:`trtllm_autojudge.evaluation.trajectory.record_replays`) of lossless
@@ -71,6 +73,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--labels", type=Path, required=True, help="mined records to replay")
     p.add_argument("--kinds-also", type=Path, nargs="*", default=[], help="more records, for the label kinds only")
+    p.add_argument("--records", type=int, default=None, metavar="N", help="replay only the first N records of --labels")
     p.add_argument("--k", default="8,16", help="chain lengths to replay")
     p.add_argument("--out", type=Path, default=None)
     add_task_args(p)
@@ -79,7 +82,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     task = task_from_args(args)
     _, draft, tokenizer = load_pair(args, task)
-    records = read_records(args.labels)[0]
+    records = read_records(args.labels)[0][: args.records]
     draft_lm = CachedLM(draft)
     result = {"labels": str(args.labels), "prompts": len(records), "replays": {}, "draft_mismatches": {}, "tokens": {},
               "oracle_flips": 0}

@@ -70,12 +70,14 @@ def random_head(target, draft, seed=0):
                      draft.hidden_size, target.hidden_size, 0.5)
 
 
-def verify_context(target, draft, tree, prompt):
-    """One cycle's context: the draft's proposal (every level fed) verified by the target."""
+def verify_context(target, draft, tree, prompt, feed_leaves=True):
+    """One cycle's context: the draft's proposal verified by the target. Without ``feed_leaves`` the
+    deepest level's draft hidden rows stay NaN, as while decoding."""
     d_sess, t_sess = draft.session(), target.session()
     with torch.no_grad():
         prop = propose(d_sess, prompt, tree)
-        feed_last_level(d_sess, tree, prop)
+        if feed_leaves:
+            feed_last_level(d_sess, tree, prop)
         logits, hidden, _ = verify(t_sess, prompt, tree, prop.node_tokens)
     return prop, VerifyContext(list(prompt), tree, prop.node_tokens[None], np.asarray(tree.parents, np.int32)[None],
                                logits, hidden, prop.draft_hidden(tree.num_nodes))
@@ -110,8 +112,8 @@ def test_rule_scores_nodes_as_plain_forwards_do(tree):
 @pytest.mark.parametrize("tree", TREES + [DraftTree.static([3, 2, 2, 1])], ids=["chain", "tree", "wide"])
 def test_rule_scoring_only_mismatches_equals_scoring_every_node(tree, setup):
     """The rule scores only the mismatching nodes (the fast path); the same logits as scoring the
-    whole window (the reference), on random heads and random models, and the same relaxed mask
-    wherever the walk reads it."""
+    whole window (the reference), on random heads and random models, with the deepest level's draft
+    rows fed or NaN, and the same relaxed mask wherever the walk reads it."""
     verdicts = []
     for seed in range(3):
         target, draft = tiny_pair(seed=seed)
@@ -119,9 +121,10 @@ def test_rule_scoring_only_mismatches_equals_scoring_every_node(tree, setup):
         g = np.random.default_rng(seed)
         head = JudgeHead(g.normal(size=F), g.normal(size=F), g.uniform(0.5, 2, size=F), 0.3, setup,
                          draft.hidden_size, target.hidden_size, 0.5)
-        _, ctx = verify_context(target, draft, tree, tiny_prompts(1, seed=seed)[0][1])
+        _, ctx = verify_context(target, draft, tree, tiny_prompts(1, seed=seed)[0][1], feed_leaves=seed != 1)
         every = JudgeRule(head).judge_logits(ctx)[0]  # [N+1]
-        cut = np.median(every[np.isfinite(every)])  # a threshold inside the logits: some accepted, some not
+        finite = np.sort(every[np.isfinite(every)])
+        cut = finite[len(finite) // 2 - 1 : len(finite) // 2 + 1].mean()  # between two logits: some accepted, some not
         rule = JudgeRule(head, threshold=float(1 / (1 + np.exp(-cut))))
         for size in range(tree.num_nodes + 1):
             nodes = np.sort(g.choice(tree.num_nodes + 1, size=size, replace=False))
@@ -144,3 +147,5 @@ def test_lookahead_setups_stay_off_the_plugin():
     dt1 = JudgeHead(np.zeros(64), np.zeros(64), np.ones(64), 0.0, "DT1", 64, 64)
     assert dt1.lookahead == 1 and not dt1.needs_draft_hidden and dt1.usable_while_decoding
     assert feature_dim("DT-LS", 16, 32) == 38
+    with pytest.raises(ValueError, match="threshold must lie in"):
+        JudgeRule(head, threshold=1.5)

@@ -15,7 +15,7 @@ import torch
 from ..judge.head import JudgeHead
 from ..judge.lookahead import node_lookahead
 from .acceptance import Acceptance
-from .rules import judge_relaxed, mtp_relaxed, topk_relaxed, typical_relaxed
+from .rules import check_threshold, judge_relaxed, mtp_relaxed, topk_relaxed, typical_relaxed
 from .tree import DraftTree
 
 
@@ -59,6 +59,7 @@ class JudgeRule:
                              f"while decoding: train with setup DT or DD-DT")
         self.head = head
         self.threshold = head.threshold if threshold is None else float(threshold)
+        check_threshold(self.threshold, 1)  # here, not per cycle: a cycle without a mismatch never reaches judge_relaxed
         self.needs_draft_hidden = head.needs_draft_hidden
         self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
         self.w, self.c = head.folded()
