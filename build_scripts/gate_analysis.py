@@ -3,7 +3,7 @@
 
     python build_scripts/gate_analysis.py --task gsm8k-program --labels out/gate_k8/oracle_labels.jsonl \\
         --kinds-also out/judge_program/labels.jsonl --seed 1000 --out docs/results/gsm8k-program_gate_analysis.json
-    python build_scripts/gate_analysis.py --task gsm8k-program --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz \
+    python build_scripts/gate_analysis.py --task gsm8k-program --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz \\
         --records 200 --k 16,32,64 --seed 7 --variants-per-template 24 --out docs/results/gsm8k-program_oracle_vs_k_bf16.json
 
 For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine-oracle``'s):
@@ -80,6 +80,8 @@ def main(argv=None) -> int:
     add_model_args(p)
     add_problem_args(p, split="train", variants=1)
     args = p.parse_args(argv)
+    if args.records is not None and args.records < 1:
+        p.error(f"--records takes a number of records >= 1, got {args.records}")
     task = task_from_args(args)
     _, draft, tokenizer = load_pair(args, task)
     records = read_records(args.labels)[0][: args.records]
