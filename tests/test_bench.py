@@ -58,6 +58,11 @@ def test_bench_reports_every_mode_and_the_roofline():
     assert out["judges"] == {"autojudge": {"setup": "DT", "threshold": 0.5},
                              "autojudge-2": {"setup": "DD-DT", "threshold": 0.3}}
     assert out["autojudge_tokens_per_s"] == med["autojudge"]["tokens_per_s"] and out["threshold"] == 0.5
+    # every ratio carries a bootstrap interval over the 2 questions, in the table too
+    assert set(out["ratio_intervals"]) == set(out["ratios"])
+    for lo, hi in out["ratio_intervals"].values():
+        assert 0 < lo <= hi
+    assert "[95% over questions]" in out["table"]
     assert np.isclose(out["ratios"]["autojudge-2 / lossless"],
                       med["autojudge-2"]["tokens_per_s"] / med["lossless"]["tokens_per_s"])
     assert "autojudge-2: DD-DT judge, threshold 0.3" in out["table"]

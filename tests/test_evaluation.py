@@ -160,3 +160,64 @@ def test_judge_record_names_a_shipped_judge_by_its_place_in_the_package(tmp_path
     assert common.judge_record(own, head)["file"] == str(own)
     monkeypatch.chdir(ASSETS.parent)  # a relative path into the package reads the same
     assert common.judge_record("assets/judge_gsm8k_program.safetensors", head)["file"] == shipped["file"]
+
+
+def test_rows_carry_answer_and_gold_intervals_and_bounds(evaluated):
+    """The counts behind each row, and Clopper-Pearson intervals around its shares."""
+    from trtllm_autojudge.evaluation.certificate import interval, upper_bound
+
+    _, runs, rows, *_ = evaluated
+    by_run = {(r["spec"], r["qid"]): r for r in runs}
+    for r in rows:
+        mine = [run for (spec, _), run in by_run.items() if spec == r["spec"]]
+        changed = sum(run["answer"] != by_run[("lossless", run["qid"])]["answer"] for run in mine)
+        losses = sum(by_run[("lossless", run["qid"])]["gold_correct"] and not run["gold_correct"] for run in mine)
+        assert (r["answers_changed"], r["gold_losses"]) == (changed, losses)
+        assert (r["agreement_lo"], r["agreement_hi"]) == interval(4 - changed, 4)
+        assert r["agreement_lo"] <= r["agreement"] <= r["agreement_hi"]
+        assert r["gold_accuracy_lo"] <= r["gold_accuracy"] <= r["gold_accuracy_hi"]
+        assert r["answer_change_bound"] == upper_bound(changed, 4) >= 1 - r["agreement"]
+        assert r["gold_drop_bound"] == upper_bound(losses, 4)
+
+
+def test_a_judge_point_inside_a_runs_margin_reuses_it_token_for_token(tmp_path):
+    """judge@t' inside the threshold margin of the judge@t run copies it (reused_from); a fresh
+    decode at t' gives the same tokens. A limited point (judge@t',M) or another judge never reuses."""
+    target, draft = tiny_pair(seed=3)
+    checker = KeyTokens(window=10)
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(3, seed=5)]
+    rng = np.random.default_rng(0)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    judge = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, "DT", draft.hidden_size,
+                      target.hidden_size, 0.5)
+    run = lambda points, out, j=judge: run_points(target, draft, decode, questions, parse_points(points),  # noqa: E731
+                                                  DraftTree.chain(K), checker, tmp_path / out, j, None, MAX_NEW,
+                                                  progress=False)
+    first = {r["qid"]: r for r in run("judge@0.4", "a") if r["spec"] == "judge@0.4"}
+    inside = {}
+    for qid, r in first.items():
+        lo, hi = (-np.inf if r["judge_margin"][0] is None else r["judge_margin"][0],
+                  np.inf if r["judge_margin"][1] is None else r["judge_margin"][1])
+        t = 1 / (1 + np.exp(-(max(lo, -30.0) + min(hi, 30.0)) / 2))  # the middle of the margin, in logit space
+        inside[qid] = float(f"{t:.6g}")
+    for qid, t in inside.items():
+        q = next(q for q in questions if q.qid == qid)
+        reused = run(f"judge@{t:g}", "a")
+        rec = next(r for r in reused if r["spec"] == f"judge@{t:g}" and r["qid"] == qid)
+        assert rec["reused_from"] == "judge@0.4" and rec["tokens"] == first[qid]["tokens"]
+        fresh = run_points(target, draft, decode, [q], [OperatingPoint("judge", (t,))], DraftTree.chain(K), checker,
+                           tmp_path / f"fresh-{qid}", judge, None, MAX_NEW, progress=False)
+        assert next(r for r in fresh if r["spec"] != "lossless")["tokens"] == first[qid]["tokens"]
+    limited = run("judge@0.4,1", "a")
+    assert all("reused_from" not in r for r in limited if r["spec"] == "judge@0.4,1")
+    other = JudgeHead(judge.coef, judge.mean, judge.scale, judge.intercept + 1e-3, "DT", judge.draft_hidden,
+                      judge.target_hidden, 0.5)
+    assert all("reused_from" not in r for r in run("judge@0.4000001", "a", other) if r["spec"] == "judge@0.4000001")
+
+
+def test_stop_ends_a_run_after_the_question_that_asks(tmp_path):
+    target, draft = tiny_pair(seed=3)
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(4, seed=5)]
+    runs = run_points(target, draft, decode, questions, [], DraftTree.chain(K), KeyTokens(window=10), tmp_path, None,
+                      None, MAX_NEW, progress=False, stop=lambda rs: len(rs) >= 2)
+    assert [r["qid"] for r in runs] == [q.qid for q in questions[:2]]

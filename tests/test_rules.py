@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from trtllm_autojudge.decoding.rules import mtp_relaxed, topk_relaxed, typical_relaxed
+from trtllm_autojudge.decoding.rules import limit_judged, mtp_relaxed, topk_relaxed, typical_relaxed
 from trtllm_autojudge.decoding.tree import DraftTree
 
 
@@ -44,3 +44,23 @@ def test_mtp_relaxed():
 def test_token_outside_vocabulary():
     with pytest.raises(ValueError, match="outside the vocabulary"):
         topk_relaxed(logits_for(PROBS), np.array([[2, 9, 0]]), PARENTS, 2)
+
+
+@pytest.mark.parametrize("tree", [DraftTree.chain(6), DraftTree.static([2, 2, 1]), DraftTree.static([3, 1, 2])],
+                         ids=lambda t: f"N{t.num_nodes}-D{t.max_depth}")
+def test_limit_judged_keeps_the_first_relaxed_nodes_of_every_path(tree):
+    """Against a count along each node's path, written out per node, on random masks and limits."""
+    rng = np.random.default_rng(0)
+    parents = np.tile(np.asarray(tree.parents), (5, 1))  # [B, N+1]
+    for _ in range(20):
+        relaxed = rng.random(parents.shape) < 0.5
+        relaxed[:, 0] = False
+        remaining = rng.integers(-1, 4, size=5)  # [B]
+        out = limit_judged(relaxed, parents, remaining)
+        for b in range(5):
+            for n in range(tree.num_nodes + 1):
+                on_path = sum(relaxed[b, m] for m in tree.path_to(n))
+                assert out[b, n] == (relaxed[b, n] and on_path <= remaining[b])
+    assert not limit_judged(relaxed, parents, 0).any()
+    with pytest.raises(ValueError, match=r"both be \[B, N\+1\]"):
+        limit_judged(relaxed[:, 1:], parents, 1)

@@ -8,6 +8,7 @@ from tiny_models import EOS, VOCAB, tiny_pair
 from trtllm_autojudge.decoding import speculative
 from trtllm_autojudge.decoding.acceptance import accept_tree
 from trtllm_autojudge.decoding.modes import JudgeRule, TopKRule, VerifyContext
+from trtllm_autojudge.decoding.rules import threshold_logit
 from trtllm_autojudge.decoding.speculative import greedy_generate, leaf_may_matter, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
@@ -256,3 +257,78 @@ def test_fused_op_on_cpu_equals_the_reference(pair, setup):
             assert [(c.accepted, c.judged) for c in op.cycles] == [(c.accepted, c.judged) for c in ref.cycles]
             judged += sum(c.judged for c in ref.cycles)
     assert judged > 0  # the judge really let mismatches through
+
+
+def threshold_at(logit: float, above: bool) -> float:
+    """The threshold nearest ``logit`` whose logit (as the rule computes it) is at most it, or just above it."""
+    t = 1.0 / (1.0 + np.exp(-logit))
+    while (threshold_logit(t) <= logit) == above:
+        t = np.nextafter(t, 1.0 if above else 0.0)
+    return float(t)
+
+
+@pytest.mark.parametrize("setup", ["DT", "DD-DT"])
+def test_every_threshold_inside_the_margin_decodes_the_same_tokens(pair, setup):
+    """A judge run's threshold margin (lo, hi): thresholds with lo < logit(t) <= hi decode the same
+    tokens and judged acceptances; just above hi the node at hi is judged too (a chain walks on)."""
+    target, draft = pair
+    rng = np.random.default_rng(3)
+    F = feature_dim(setup, draft.hidden_size, target.hidden_size)
+    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.2, setup, draft.hidden_size,
+                     target.hidden_size, 0.5)
+    tree, checked = DraftTree.chain(4), 0
+    for prompt in prompts(6, seed=5):
+        base = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head, 0.45), max_new_tokens=MAX_NEW)
+        lo, hi = base.judge_margin
+        assert lo < np.log(0.45 / 0.55) <= hi
+        inside = [threshold_at(hi, above=False)] + ([threshold_at(lo, above=True)] if np.isfinite(lo) else [0.0])
+        for t in inside:
+            out = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
+            assert out.tokens == base.tokens and out.judged_tokens == base.judged_tokens
+        if np.isfinite(hi):
+            above = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head, threshold_at(hi, above=True)),
+                                         max_new_tokens=MAX_NEW)
+            assert above.judged_tokens != base.judged_tokens
+            checked += 1
+    assert checked >= 3 and any(speculative_generate(target, draft, p, tree=tree, rule=JudgeRule(head, 0.45),
+                                                     max_new_tokens=MAX_NEW).judged_tokens for p in prompts(6, seed=5))
+
+
+def test_judged_tokens_are_the_mismatches_the_rule_let_through(pair):
+    """Every recorded judged acceptance is a draft token that is not the target's greedy token
+    after the emitted prefix; the count equals the cycles' judged count; lossless records none."""
+    target, draft = pair
+    rng = np.random.default_rng(0)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    head = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.2, "DT", draft.hidden_size,
+                     target.hidden_size, 0.5)
+    for prompt in prompts(3):
+        out = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), rule=JudgeRule(head), max_new_tokens=MAX_NEW)
+        assert len(out.judged_tokens) == sum(c.judged for c in out.cycles) > 0
+        for i, d, t in out.judged_tokens:
+            greedy = target.session().forward(prompt + out.tokens[:i]).logits[-1].argmax().item()
+            assert out.tokens[i] == d != t == greedy
+        assert speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), max_new_tokens=MAX_NEW).judged_tokens == []
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2])
+def test_max_judged_caps_the_judged_acceptances_of_a_response(pair, limit):
+    """At most ``limit`` judged acceptances; until the limit is reached the response is the
+    unlimited one's, and after it the rest is the target's greedy continuation."""
+    target, draft = pair
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    accept_all = JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), -100.0, "DT", draft.hidden_size, target.hidden_size, 0.5)
+    for prompt in prompts(3):
+        free = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), rule=JudgeRule(accept_all),
+                                    max_new_tokens=MAX_NEW)
+        out = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), rule=JudgeRule(accept_all, None, limit),
+                                   max_new_tokens=MAX_NEW)
+        assert len(out.judged_tokens) == min(limit, len(free.judged_tokens)) and sum(c.judged for c in out.cycles) <= limit
+        if len(free.judged_tokens) > limit:
+            cut = free.judged_tokens[limit][0] if limit < len(free.judged_tokens) else len(free.tokens)
+            assert out.tokens[:cut] == free.tokens[:cut]
+            last = out.judged_tokens[-1][0] + 1 if out.judged_tokens else 0
+            rest = greedy_generate(target, prompt + out.tokens[:last], MAX_NEW - last)
+            assert out.tokens[last:] == rest[: len(out.tokens) - last]
+    with pytest.raises(ValueError, match="give 0 or more"):
+        JudgeRule(accept_all, None, -1)

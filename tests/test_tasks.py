@@ -362,32 +362,43 @@ def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
 
 
 def test_task_routes_through_calibrate(toy_verbs, capsys):
-    """calibrate runs the task's questions, writes the judge with the chosen threshold and its record,
-    and resumes from its runs; a budget that is not a share is refused."""
+    """calibrate runs the task's questions, writes the judge with the certified threshold and its
+    certificate, and resumes from its runs; eval prints the certificate and refuses the calibration
+    questions; too few questions for a budget, and a budget that is not a share, are refused."""
     tmp, judge = toy_verbs
     out, common = tmp / "calibrated.safetensors", ["--max-new-tokens", "8", "--k", "2", "--judge", str(judge),
                                                    "--out-dir", str(tmp / "cal")]
-    # threshold 0 accepts no mismatch (sigmoid >= 0 rejects), so it is lossless and within any budget
-    assert cli(["calibrate", *TOY, *common, "--thresholds", "0", "--max-answer-change", "0", "--out", str(out)]) == 0
+    budgets = ["--max-answer-change", "0.65", "--max-gold-drop", "0.65"]  # 0 of 3 questions bound a share at 63%
+    # threshold 0 accepts no mismatch (sigmoid >= 0 rejects), so it is lossless: 0 changed, certified
+    assert cli(["calibrate", *TOY, *common, *budgets, "--thresholds", "0", "--out", str(out)]) == 0
     assert {"problems", "prompt_ids", "answer"} <= _used_toy()
     head, record = JudgeHead.load(out), json.loads((tmp / "cal" / "calibration.json").read_text())
-    assert head.threshold == 0.0 == record["chosen"] and head.meta["calibration"]["chosen"] == 0.0
+    assert head.threshold == 0.0 == record["chosen"]
     assert head.meta["calibration"]["label_threshold"] == JudgeHead.load(judge).threshold == 0.5
     (row,) = record["candidates"]
-    assert row["spec"] == "judge@0" and row["agreement"] == 1.0 and row["within_budget"]
+    assert row["spec"] == "judge@0" and row["agreement"] == 1.0 and row["certified"] and row["answers_changed"] == 0
     assert row["tokens_per_cycle"] == record["lossless"]["tokens_per_cycle"]
     assert record["judge"]["fingerprint"] == JudgeHead.load(judge).fingerprint() != head.fingerprint()
     assert (tmp / "cal" / "frontier.png").stat().st_size > 0
-    assert head.describe()["calibration"] == {"questions": 3, "max_answer_change": 0.0, "max_gold_drop": 0.01,
-                                              "label_threshold": 0.5, "dtype": "float32"}
+    cert = head.describe()["certificate"]
+    assert (cert["questions"], cert["answers_changed"], cert["max_answer_change"], cert["threshold"]) == (3, 0, 0.65, 0.0)
+    assert cert["answer_change_bound"] == pytest.approx(1 - 0.05 ** (1 / 3)) and cert["dtype"] == "float32"
+    assert cert["k"] == 2 and cert["max_new_tokens"] == 8 and len(cert["pair"]) == 33
+    assert len(head.meta["certificate"]["question_ids"]) == 3
     runs = (tmp / "cal" / "runs.jsonl").read_text()
-    assert cli(["calibrate", *TOY, *common, "--thresholds", "0", "--out", str(out)]) == 0
+    assert cli(["calibrate", *TOY, *common, *budgets, "--thresholds", "0", "--out", str(out)]) == 0
     assert (tmp / "cal" / "runs.jsonl").read_text() == runs  # resumed: nothing decoded again
     again = tmp / "again.safetensors"
-    assert cli(["calibrate", *TOY, *common[:-4], "--judge", str(out), "--out-dir", str(tmp / "cal"),
+    assert cli(["calibrate", *TOY, *common[:-4], *budgets, "--judge", str(out), "--out-dir", str(tmp / "cal"),
                 "--thresholds", "0", "--out", str(again)]) == 0
     assert JudgeHead.load(again).meta["calibration"]["label_threshold"] == 0.5  # not the calibrated 0
     capsys.readouterr()
+    # eval on the calibration questions is refused before any model loads; the certificate prints elsewhere
+    with pytest.raises(SystemExit, match="eval: 3 of the 3 questions are calibration questions"):
+        cli(["eval", *TOY, "--split", "train", "--max-new-tokens", "8", "--k", "2", "--judge", str(out), "--thresholds",
+             "0", "--baselines", "", "--out-dir", str(tmp / "ev")])
+    with pytest.raises(SystemExit, match="need at least 299 calibration questions .* got 3"):
+        cli(["calibrate", *TOY, *common, "--thresholds", "0", "--out", str(out)])
     with pytest.raises(SystemExit):
         cli(["calibrate", *TOY, *common, "--max-answer-change", "5", "--out", str(out)])
     assert "--max-answer-change is a share of the questions" in capsys.readouterr().err

@@ -5,6 +5,7 @@ position ids; chains use the model's own causal mask, exactly as ``generate`` do
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Sequence
 
 import torch
@@ -54,6 +55,20 @@ class TransformersLM:
 
     def session(self) -> "TransformersSession":
         return TransformersSession(self)
+
+    def fingerprint(self) -> str:
+        """16 hex digits of SHA-256 over the weights as they compute (names, dtypes, shapes, bytes) and
+        the session head's tensors: two models with the same fingerprint decode alike. Result files
+        and judge certificates record it (:func:`..evaluation.certificate.pair_fingerprint`)."""
+        h = hashlib.sha256()
+        tensors = list(self.model.named_parameters())
+        if self._head is not None:
+            tensors += [(f"head.{k}", v) for k, v in self._head.state_dict().items()]
+        for name, t in tensors:
+            t = t.detach().contiguous().cpu()
+            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+            h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        return h.hexdigest()[:16]
 
 
 class TransformersSession:

@@ -2,6 +2,14 @@
 
 ``lossless`` is no rule at all (``make_rule("lossless") is None``): only exact matches are
 accepted, so the output equals greedy decoding of the target token for token.
+
+The judge's THRESHOLD MARGIN: a response decoded at threshold t depends on t only through the
+comparisons ``judge_logit < logit(t)`` at the nodes whose verdict the walk may read. With ``lo``
+the largest of those logits below the cut and ``hi`` the smallest at or above it, every threshold
+t' with ``lo < logit(t') <= hi`` makes the same comparisons, so it decodes the same tokens. Each
+cycle's :class:`JudgeRule` call leaves its ``(lo, hi)`` in :attr:`VerifyContext.judge_margin`; the
+speculative loop folds them over the response, and ``eval``/``calibrate`` reuse a run for every
+threshold inside it (:mod:`..evaluation.runner`).
 """
 from __future__ import annotations
 
@@ -15,7 +23,8 @@ import torch
 from ..judge.head import JudgeHead
 from ..judge.lookahead import node_lookahead
 from .acceptance import Acceptance
-from .rules import check_threshold, judge_relaxed, mtp_relaxed, topk_relaxed, typical_relaxed
+from .rules import (check_threshold, judge_relaxed, limit_judged, mtp_relaxed, threshold_logit, topk_relaxed,
+                    typical_relaxed)
 from .tree import DraftTree
 
 
@@ -30,6 +39,8 @@ class VerifyContext:
     target_logits: torch.Tensor  # [N+1, V]: target's prediction for the child of each node
     target_hidden: torch.Tensor  # [N+1, Ht]: target's final-norm hidden state, node token as input
     draft_hidden: torch.Tensor | None  # [N+1, Hd]: same for the draft (only if the rule needs it)
+    judged_so_far: int = 0  # judged acceptances earlier in this response
+    judge_margin: tuple[float, float] | None = None  # set by JudgeRule: (lo, hi) of this cycle (module docstring)
 
     def logits_np(self) -> np.ndarray:  # [1, N+1, V] float32
         return self.target_logits.float().cpu().numpy()[None]
@@ -51,15 +62,23 @@ class RelaxedRule(Protocol):
 
 
 class JudgeRule:
-    """AutoJudge: accept a mismatch when the judge's logit is below logit(threshold)."""
+    """AutoJudge: accept a mismatch when the judge's logit is below logit(threshold).
 
-    def __init__(self, head: JudgeHead, threshold: float | None = None):
+    ``max_judged`` (None: no limit) caps the judged acceptances of one response: once a response has
+    that many, the rest of it is decoded losslessly (:func:`.rules.limit_judged` within a cycle).
+    """
+
+    def __init__(self, head: JudgeHead, threshold: float | None = None, max_judged: int | None = None):
         if not head.usable_while_decoding:
             raise ValueError(f"judge setup {head.setup} needs target-token blocks (TD/TT), which do not exist "
                              f"while decoding: train with setup DT or DD-DT")
+        if max_judged is not None and max_judged < 0:
+            raise ValueError(f"max_judged is a number of judged acceptances per response: give 0 or more, got {max_judged}")
         self.head = head
         self.threshold = head.threshold if threshold is None else float(threshold)
         check_threshold(self.threshold, 1)  # here, not per cycle: a cycle without a mismatch never reaches judge_relaxed
+        self.cut = float(threshold_logit(self.threshold))
+        self.max_judged = max_judged
         self.needs_draft_hidden = head.needs_draft_hidden
         self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
         self.w, self.c = head.folded()
@@ -82,11 +101,32 @@ class JudgeRule:
         out[nodes] = np.where(has_verdict, logit, np.inf)
         return out[None]
 
-    def __call__(self, ctx: VerifyContext) -> np.ndarray:
+    def __call__(self, ctx: VerifyContext) -> np.ndarray:  # [1, N+1] bool
+        relaxed = np.zeros((1, ctx.tree.num_nodes + 1), bool)
+        ctx.judge_margin = (-np.inf, np.inf)
+        remaining = None if self.max_judged is None else self.max_judged - ctx.judged_so_far
         nodes = ctx.mismatches()  # the only nodes whose verdict the walk reads
-        if len(nodes) == 0:
-            return np.zeros((1, ctx.tree.num_nodes + 1), bool)
-        return judge_relaxed(self.judge_logits(ctx, nodes), self.threshold)
+        if len(nodes) == 0 or (remaining is not None and remaining <= 0):
+            return relaxed
+        logits = self.judge_logits(ctx, nodes)  # [1, N+1]
+        relaxed = judge_relaxed(logits, self.threshold)
+        if remaining is not None:
+            relaxed = limit_judged(relaxed, ctx.parents, remaining)
+        ctx.judge_margin = self.margin(logits[0], nodes, relaxed[0], ctx.tree)
+        return relaxed
+
+    def margin(self, logits: np.ndarray, nodes: np.ndarray, relaxed: np.ndarray, tree: DraftTree) -> tuple[float, float]:
+        """(lo, hi) of one cycle (module docstring) over the judged ``nodes`` ([M], ascending) whose
+        verdict the walk may read: on a chain, the mismatches up to the first one not relaxed (the
+        walk stops there); on a tree, all of them. ``logits`` and ``relaxed`` are [N+1]."""
+        read = nodes
+        if tree.is_chain:
+            stops = np.flatnonzero(~relaxed[nodes])
+            read = nodes if len(stops) == 0 else nodes[: stops[0] + 1]
+        x = logits[read]
+        x = x[np.isfinite(x)]  # a non-finite logit is rejected at every threshold
+        below, above = x[x < self.cut], x[x >= self.cut]
+        return (float(below.max()) if len(below) else -np.inf, float(above.min()) if len(above) else np.inf)
 
     @property
     def fusable(self) -> bool:

@@ -12,6 +12,9 @@ decides the mismatches:
 - ``mtp_relaxed``: TensorRT-LLM MTP relaxed acceptance: the token is among the top
   ``relaxed_topk`` and ``p(token) >= p(top-1) - relaxed_delta``.
 The lossless mode uses no rule (``relaxed=None``).
+
+``limit_judged`` caps any relaxed mask at a number of judged nodes per path (the per-response
+limit on judged acceptances, :class:`.modes.JudgeRule` ``max_judged``).
 """
 from __future__ import annotations
 
@@ -100,3 +103,25 @@ def mtp_relaxed(target_logits, draft_tokens, parents, relaxed_topk: int = 4, rel
     probs, p_tok, valid = _parent_probs(np.asarray(target_logits), np.asarray(draft_tokens), np.asarray(parents))
     rank = (probs > p_tok[..., None]).sum(-1)
     return _with_root(valid & (rank < relaxed_topk) & (p_tok >= probs.max(-1) - relaxed_delta))
+
+
+def limit_judged(
+    relaxed: np.ndarray,  # [B, N+1] bool: a rule's relaxed mask (node 0 False)
+    parents: np.ndarray,  # [B, N+1] int: parent of each node, -1 for the root
+    remaining: np.ndarray | int,  # [B] or scalar: judged acceptances still allowed per sequence
+) -> np.ndarray:  # [B, N+1] bool
+    """``relaxed`` with only the first ``remaining`` relaxed nodes of every root-to-node path kept.
+
+    The walk accepts a path's nodes in order, so a node past the ``remaining``-th relaxed node of
+    its path could only be accepted as one judged acceptance too many. Parents precede children
+    (:class:`.tree.DraftTree`), so one pass in node order counts each node's relaxed ancestors.
+    """
+    relaxed, parents = np.asarray(relaxed, bool), np.asarray(parents)
+    if relaxed.shape != parents.shape or relaxed.ndim != 2:
+        raise ValueError(f"relaxed and parents must both be [B, N+1], got {relaxed.shape} and {parents.shape}")
+    remaining = np.broadcast_to(np.asarray(remaining, np.int64), (relaxed.shape[0],))
+    count = np.zeros(relaxed.shape, np.int64)  # [B, N+1]: relaxed nodes on the path root..n
+    for n in range(1, relaxed.shape[1]):
+        above = np.where(parents[:, n] >= 0, count[np.arange(relaxed.shape[0]), np.maximum(parents[:, n], 0)], 0)
+        count[:, n] = above + relaxed[:, n]
+    return relaxed & (count <= remaining[:, None])

@@ -44,6 +44,11 @@ class GenerationResult:
     stop_reason: str  # "eos" or "budget"
     cycles: list[CycleMetrics] = field(default_factory=list)
     text: str | None = None
+    # (index in tokens, draft token, target token) of every judged acceptance
+    judged_tokens: list[tuple[int, int, int]] = field(default_factory=list)
+    # a JudgeRule's threshold margin (lo, hi) over the response (modes.py); None when the rule
+    # kept none (no JudgeRule, or the fused op)
+    judge_margin: tuple[float, float] | None = None
 
     @property
     def tokens_per_cycle(self) -> float:
@@ -66,10 +71,16 @@ class GenerationResult:
             "t_accept": total("t_accept"),
             "t_rule": total("t_rule"),
             "stop_reason": self.stop_reason,
+            "judged_tokens": [list(j) for j in self.judged_tokens],
+            "judge_margin": None if self.judge_margin is None else [_finite_or_none(m) for m in self.judge_margin],
         }
 
     def cycle_table(self) -> list[dict]:
         return [asdict(c) for c in self.cycles]
+
+
+def _finite_or_none(x: float) -> float | None:  # JSON has no infinities
+    return float(x) if np.isfinite(x) else None
 
 
 def _sync(device: torch.device) -> float:
@@ -85,10 +96,6 @@ def _mask(visible: int, cached: int, attend: list[list[int]]) -> torch.Tensor:
     for i, cols in enumerate(attend):
         mask[i, cols] = True
     return mask
-
-
-def _is_chain(tree: DraftTree) -> bool:
-    return tree.parents == tuple(range(-1, tree.num_nodes))
 
 
 @dataclass
@@ -118,7 +125,7 @@ class Proposal:
 def _feed_level(session: ModelSession, tree: DraftTree, prop: Proposal, level: list[int]):
     """One draft forward over the nodes of one level; records their cache slots and hidden states."""
     base = session.cached_len
-    if _is_chain(tree):
+    if tree.is_chain:
         out = session.forward([int(prop.node_tokens[level[0] - 1])])
     else:
         attend = [[prop.slots[a] for a in tree.path_to(n)[:-1]] + [base + i] for i, n in enumerate(level)]
@@ -168,7 +175,7 @@ def leaf_may_matter(accepted_len: int, tree: DraftTree) -> bool:
     change the best path.
     """
     D = tree.max_depth
-    return accepted_len == D - 1 if _is_chain(tree) else accepted_len >= D - 1
+    return accepted_len == D - 1 if tree.is_chain else accepted_len >= D - 1
 
 
 def verify(session: ModelSession, tokens: list[int], tree: DraftTree, node_tokens: np.ndarray):
@@ -180,7 +187,7 @@ def verify(session: ModelSession, tokens: list[int], tree: DraftTree, node_token
     pending = tokens[session.cached_len :]
     L, P = session.cached_len, len(pending)
     inputs = list(pending) + [int(t) for t in node_tokens]
-    if _is_chain(tree):
+    if tree.is_chain:
         out = session.forward(inputs)
     else:
         root_pos = len(tokens) - 1
@@ -228,16 +235,24 @@ def speculative_generate(
     if fused and not getattr(rule, "fusable", False):
         raise ValueError("fused acceptance needs a JudgeRule with setup DT or DD-DT")
     result = GenerationResult(list(tokens), [], "budget")
+    margin = [-np.inf, np.inf]  # the response's threshold margin (modes.py); None once a cycle kept none
+    judged_so_far = 0
 
     def decide(ctx: VerifyContext) -> tuple[Acceptance, float]:  # the acceptance, and the rule's seconds
+        nonlocal margin
         if fused:
             t = _sync(device)
             acc = rule.accept_fused(ctx, paths)
+            margin = None
             return acc, _sync(device) - t
         target_argmax = ctx.target_argmax[None]  # [1, N+1]: the walk's, computed before the rule's clock starts
         t = _sync(device)
         relaxed = None if rule is None else rule(ctx)
         t_rule = _sync(device) - t
+        if ctx.judge_margin is None:
+            margin = None
+        elif margin is not None:
+            margin = [max(margin[0], ctx.judge_margin[0]), min(margin[1], ctx.judge_margin[1])]
         return accept_tree(ctx.draft_tokens, target_argmax, paths, relaxed), t_rule
 
     while len(tokens) - n_prompt < max_new_tokens:
@@ -247,7 +262,7 @@ def speculative_generate(
         logits, hidden, keep = verify(t_sess, tokens, tree, prop.node_tokens)
         t2 = _sync(device)
         ctx = VerifyContext(list(tokens), tree, prop.node_tokens[None], parents, logits, hidden,
-                            prop.draft_hidden(tree.num_nodes) if need_hidden else None)
+                            prop.draft_hidden(tree.num_nodes) if need_hidden else None, judged_so_far)
         acc, t_rule = decide(ctx)
         t_leaves = 0.0
         if need_leaves and leaf_may_matter(int(acc.accepted_len[0]), tree):
@@ -261,6 +276,11 @@ def speculative_generate(
             t_rule += t_again
         new = acc.tokens(0)
         nodes = [int(n) for n in paths[0, acc.best_path[0], 1 : acc.accepted_len[0] + 1]]
+        if acc.judged_count[0]:
+            judged_so_far += int(acc.judged_count[0])
+            result.judged_tokens += [(len(tokens) - n_prompt + i, int(prop.node_tokens[n - 1]),
+                                      int(ctx.target_argmax[tree.parents[n]]))
+                                     for i, n in enumerate(nodes) if prop.node_tokens[n - 1] != ctx.target_argmax[tree.parents[n]]]
         t_sess.retain(keep, [keep + n - 1 for n in nodes])
         d_nodes = nodes[: next((i for i, n in enumerate(nodes) if n not in prop.slots), len(nodes))]
         d_sess.retain(len(tokens), [prop.slots[n] for n in d_nodes])
@@ -276,6 +296,9 @@ def speculative_generate(
         if result.stop_reason == "eos":
             break
     result.tokens = tokens[n_prompt:]
+    result.judged_tokens = [j for j in result.judged_tokens if j[0] < len(result.tokens)]  # the budget may cut the last cycle
+    if rule is not None:
+        result.judge_margin = None if margin is None else (float(margin[0]), float(margin[1]))
     if tokenizer is not None:
         result.text = tokenizer.decode(result.tokens, skip_special_tokens=True)
     return result

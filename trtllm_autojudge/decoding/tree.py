@@ -68,6 +68,11 @@ class DraftTree:
         return d
 
     @property
+    def is_chain(self) -> bool:
+        """Whether the nodes form one line (``chain(K)``'s shape)."""
+        return self.parents == tuple(range(-1, self.num_nodes))
+
+    @property
     def max_depth(self) -> int:
         """D: the longest path's number of draft nodes."""
         return int(self.depths.max())

@@ -1,29 +1,36 @@
-"""`trtllm-autojudge calibrate`: set a judge file's default threshold by the final answers.
+"""`trtllm-autojudge calibrate`: certify a judge's default threshold by the final answers it changes.
 
 ``train`` sets the default threshold from the validation LABELS: the largest threshold that accepts
 at most 1% of the important mismatches. That is a proxy for what a user cares about, the share of
 final answers that change, and a loose one: how many accepted mismatches a response meets, and how
-often an accepted important one really flips its answer, both depend on the task and the draft.
+often accepted ones together flip its answer, both depend on the task and the draft.
 
-This verb measures the answers themselves. On calibration questions (disjoint from those you will
-report on: ``build_scripts/heldout_questions.py --exclude``) it runs lossless decoding and the judge
-at candidate thresholds, and keeps the largest candidate within both budgets against lossless:
-answers changed at most ``--max-answer-change``, gold accuracy down at most ``--max-gold-drop``.
+This verb measures the answers themselves and CERTIFIES them (:mod:`.certificate`). On calibration
+questions (disjoint from those you will report on: ``build_scripts/heldout_questions.py --exclude``)
+it runs lossless decoding, then the judge at candidate thresholds from the smallest up, and keeps
+the largest candidate whose one-sided 95% Clopper-Pearson upper bound on the share of answers
+changed is within ``--max-answer-change``, and on the share of gold losses within
+``--max-gold-drop``. It stops at the first candidate that fails (fixed-sequence testing: the chosen
+threshold is certified at 95% however many candidates ran, since a bad candidate is only chosen when
+the first bad one in the sequence passes), and a candidate stops as soon as its count of changes
+can no longer stay within its budget, so a failing candidate costs a few questions.
 
-The walk starts at the judge file's own threshold: up the ladder while candidates pass, or, when the
-file's threshold already fails, down until one passes. It assumes that a higher threshold changes
-at least as many answers (true on average, not per question), so it stops at the first candidate
-that breaks a budget; every candidate it ran is reported. Each candidate costs one decoding pass
-over the questions. Runs go to ``OUT_DIR/runs.jsonl`` and resume like ``eval``'s (the same
-``--out-dir`` serves both verbs).
+A budget needs enough questions: 0 changes in 299 bound the share at 1%; with fewer the verb
+refuses before loading anything and says how many it needs. A judge run at one threshold answers
+every threshold inside its threshold margin without decoding again (:mod:`.runner`), so a dense
+ladder costs little more than a sparse one. Runs go to ``OUT_DIR/runs.jsonl`` and resume like
+``eval``'s.
 
-The judge is written to ``--out`` with the chosen threshold as its default and a ``calibration``
-record in its metadata: the questions, the budgets, and every candidate's row.
+The judge is written to ``--out`` with the chosen threshold as its default and the certificate in
+its metadata (questions and their ids, changes, bounds, budgets, K, dtype, token budget and the
+pair's fingerprint); ``eval`` and ``demo`` print it, and ``eval`` refuses to report on questions it
+was calibrated on.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +41,7 @@ from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..judge.head import JudgeHead
 from ..tasks import add_task_args, task_from_args
+from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
 from .common import (add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file,
                      question_set, questions_from)
 from .methods import OperatingPoint
@@ -41,67 +49,68 @@ from .plot import plot_frontier
 from .runner import format_table, run_points, summarize
 
 # validation important-accept rates whose frontier thresholds form the default ladder
-CALIBRATION_HARM_CAPS = (0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1)
-CALIBRATION_SEED = 2000  # default --seed of the training-template variants; the held-out eval set's is 1000
-_EPS = 1e-9  # agreement and gold are ratios of counts: compare them without float noise
+CALIBRATION_HARM_CAPS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1)
+CALIBRATION_SEED = 31337  # default --seed of the training-template variants; the shipped certificate's (docs/results.md)
+CALIBRATION_VARIANTS = 5  # default --variants-per-template: about 350 held-out questions, enough for a 1% budget
 
 
-def within_budget(row: dict, lossless: dict, max_answer_change: float, max_gold_drop: float) -> bool:
-    """Whether a summary row keeps the answers and gold accuracy of the lossless row within budget."""
-    return (1.0 - row["agreement"] <= max_answer_change + _EPS
-            and lossless["gold_accuracy"] - row["gold_accuracy"] <= max_gold_drop + _EPS)
+def certified(row: dict, questions: int, max_answer_change: float, max_gold_drop: float) -> bool:
+    """Whether a summary row ran every question and both its bounds are within their budgets."""
+    return (row["questions"] == questions and row["answer_change_bound"] <= max_answer_change
+            and row["gold_drop_bound"] <= max_gold_drop)
 
 
-def calibrate_threshold(measure: Callable[[float], tuple[dict, dict]], candidates: list[float], start: float,
+def calibrate_threshold(measure: Callable[[float], dict], candidates: list[float], questions: int,
                         max_answer_change: float, max_gold_drop: float) -> tuple[float | None, list[dict]]:
-    """(chosen threshold or None, the rows of every candidate run, in run order).
+    """(the largest certified candidate before the first failure, or None; the rows of every candidate run).
 
-    ``measure(t)`` returns (the judge's summary row at threshold t, the lossless row). The walk
-    starts at the candidate nearest ``start``: up while candidates pass, else down until one passes.
-    None when no candidate passes: the judge changes too many answers even at the smallest.
+    ``measure(t)`` returns the judge's summary row at threshold t, over every question or, when it
+    stopped early, over fewer. Candidates run from the smallest up and the walk stops at the first
+    that is not certified (module docstring).
     """
     ladder = sorted(set(candidates))
     if not ladder:
         raise ValueError("calibrate needs at least one candidate threshold")
-    i = min(range(len(ladder)), key=lambda j: abs(ladder[j] - start))
-    rows, step, chosen = [], 0, None
-    while 0 <= i < len(ladder):
-        row, lossless = measure(ladder[i])
-        ok = within_budget(row, lossless, max_answer_change, max_gold_drop)
-        rows.append({"threshold": ladder[i], "within_budget": ok, **row})
-        if not step:
-            step = 1 if ok else -1
-        if ok:
-            chosen = ladder[i]
-        if ok != (step == 1):  # going up and failed, or going down and passed: done
+    chosen, rows = None, []
+    for t in ladder:
+        row = measure(t)
+        ok = certified(row, questions, max_answer_change, max_gold_drop)
+        rows.append({"threshold": t, "certified": ok, **row})
+        if not ok:
             break
-        i += step
+        chosen = t
     return chosen, rows
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="trtllm-autojudge calibrate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, type=Path, help="write the calibrated judge file here")
+    p.add_argument("--out", required=True, type=Path, help="write the certified judge file here")
     p.add_argument("--out-dir", default="out/calibrate",
                    help="runs.jsonl (resumable, shared with eval), calibration.json, frontier.png")
     p.add_argument("--max-answer-change", type=float, default=0.01,
-                   help="largest share of final answers allowed to differ from lossless (default 0.01)")
+                   help="largest 95%% upper bound allowed on the share of final answers that differ from lossless "
+                        "(default 0.01: at least 299 questions)")
     p.add_argument("--max-gold-drop", type=float, default=0.01,
-                   help="largest drop in gold accuracy allowed against lossless (default 0.01)")
+                   help="largest 95%% upper bound allowed on the share of questions lossless answers right and the "
+                        "judge wrong (default 0.01)")
+    p.add_argument("--max-judged", type=int, default=None,
+                   help="at most this many judged acceptances per response (the rest lossless); certified with it")
     p.add_argument("--thresholds", default="auto",
                    help="candidate thresholds: numbers, or 'auto' (the judge file's validation frontier at "
-                        "important-accept rates of 0.25%% to 10%%, and its own threshold)")
+                        "important-accept rates of 0.1%% to 10%%, and its own threshold)")
     add_task_args(p)
     add_model_args(p)
-    add_problem_args(p, split="train", variants=2)
+    add_problem_args(p, split="train", variants=CALIBRATION_VARIANTS)
     p.set_defaults(seed=CALIBRATION_SEED)  # the embedded files were trained on low seeds' variants
     add_decoding_args(p)
     args = p.parse_args(argv)
     for name in ("max_answer_change", "max_gold_drop"):
-        if not 0.0 <= getattr(args, name) < 1.0:
-            p.error(f"--{name.replace('_', '-')} is a share of the questions: give a number in [0, 1), "
+        if not 0.0 < getattr(args, name) < 1.0:
+            p.error(f"--{name.replace('_', '-')} is a share of the questions: give a number in (0, 1), "
                     f"got {getattr(args, name)}")
+    if args.max_judged is not None and args.max_judged < 0:
+        p.error(f"--max-judged is a number of judged acceptances per response: give 0 or more, got {args.max_judged}")
     return args
 
 
@@ -109,6 +118,14 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
+    n = len(problems)
+    needed = max(questions_needed(args.max_answer_change), questions_needed(args.max_gold_drop))
+    if n < needed:
+        raise SystemExit(f"calibrate: budgets of {args.max_answer_change:g} answers changed and {args.max_gold_drop:g} "
+                         f"gold drop need at least {needed} calibration questions (with none changed, the "
+                         f"{CONFIDENCE:.0%} upper bound is then within the budget); got {n}. Give more questions "
+                         f"(python build_scripts/heldout_questions.py --per-template "
+                         f"{math.ceil(needed / 70) + 1} ..., or --variants-per-template), or raise the budgets")
     target, draft, tokenizer = load_pair(args, task)
     judge_file = judge_path(args, required=True, task=task)
     judge = load_judge_file(judge_file, target, draft)
@@ -121,42 +138,65 @@ def main(argv: list[str]) -> int:
     qids = [q.qid for q in questions]
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     tree, out_dir = draft_tree(args), Path(args.out_dir)
-    reference = {}  # the lossless row, once measured
+    allowed = (most_allowed(n, args.max_answer_change), most_allowed(n, args.max_gold_drop))
+    run = lambda points, stop=None: run_points(target, draft, decode, questions, points, tree, task.checker,  # noqa: E731
+                                               out_dir, judge, max_new_tokens=args.max_new_tokens, stop=stop)
+    lossless = summarize(run([]), [], task.checker, qids)[0]
 
-    def measure(threshold: float) -> tuple[dict, dict]:
-        point = OperatingPoint("judge", (threshold,))
-        runs = run_points(target, draft, decode, questions, [point], tree, task.checker, out_dir, judge,
-                          max_new_tokens=args.max_new_tokens)
-        lossless, row = summarize(runs, [point], task.checker, qids)
-        reference["lossless"] = lossless
-        print(f"{point.spec}: answers kept {row['agreement']:.1%}, gold {row['gold_accuracy']:.1%} "
-              f"(lossless {lossless['gold_accuracy']:.1%}), {row['vs_lossless']:.3f}x the tokens per target forward "
-              f"of lossless (95% interval {row['vs_lossless_lo']:.3f}-{row['vs_lossless_hi']:.3f})", flush=True)
-        return row, lossless
+    def measure(threshold: float) -> dict:
+        point = OperatingPoint("judge", (threshold,) if args.max_judged is None else (threshold, args.max_judged))
+        beyond = lambda runs: _beyond_budget(runs, point.spec, task.checker, allowed)  # noqa: E731
+        row = summarize(run([point], beyond), [point], task.checker, qids)[1]
+        stopped = "" if row["questions"] == n else f" (stopped after {row['questions']} of {n}: beyond the budget)"
+        print(f"{point.spec}: {row['answers_changed']} answers changed, bound {row['answer_change_bound']:.2%}; "
+              f"{row['gold_losses']} gold losses, bound {row['gold_drop_bound']:.2%}; {row['vs_lossless']:.3f}x the "
+              f"tokens per target forward of lossless [{row['vs_lossless_lo']:.3f}, {row['vs_lossless_hi']:.3f}]"
+              f"{stopped}", flush=True)
+        return row
 
-    chosen, rows = calibrate_threshold(measure, candidates, judge.threshold, args.max_answer_change, args.max_gold_drop)
-    lossless = reference["lossless"]
+    chosen, rows = calibrate_threshold(measure, candidates, n, args.max_answer_change, args.max_gold_drop)
     label_threshold = judge.meta.get("calibration", {}).get("label_threshold", judge.threshold)  # calibrated again?
-    record = {"questions": len(questions), "question_set": question_set(args),
-              "max_answer_change": args.max_answer_change, "max_gold_drop": args.max_gold_drop,
-              "dtype": dtype_name(target.dtype), "k": args.k if args.tree is None else None, "tree": args.tree,
-              "max_new_tokens": args.max_new_tokens, "label_threshold": label_threshold, "chosen": chosen,
-              "lossless": lossless, "candidates": rows,
+    record = {"questions": n, "question_set": question_set(args), "max_answer_change": args.max_answer_change,
+              "max_gold_drop": args.max_gold_drop, "max_judged": args.max_judged, "dtype": dtype_name(target.dtype),
+              "k": args.k if args.tree is None else None, "tree": args.tree, "max_new_tokens": args.max_new_tokens,
+              "label_threshold": label_threshold, "chosen": chosen, "lossless": lossless, "candidates": rows,
               "command": shlex.join(["trtllm-autojudge", "calibrate", *argv])}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(json.dumps({"judge": judge_record(judge_file, judge), **record}, indent=1))
-    table = [lossless, *sorted(rows, key=lambda r: r["threshold"])]
-    plot_frontier(table, out_dir / "frontier.png", f"calibration: {target.name} <- {draft.name}, {len(questions)} questions",
+    table = [lossless, *rows]
+    plot_frontier(table, out_dir / "frontier.png", f"calibration: {target.name} <- {draft.name}, {n} questions",
                   min_agreement=1.0 - args.max_answer_change)
     print(format_table(table))
     if chosen is None:
-        raise SystemExit(f"calibrate: even the smallest candidate threshold tried ({rows[-1]['threshold']:g}) breaks "
-                         f"the budgets (answers changed <= {args.max_answer_change:g}, gold drop <= "
-                         f"{args.max_gold_drop:g}); add smaller --thresholds, or raise the budgets. "
+        raise SystemExit(f"calibrate: even the smallest candidate threshold ({rows[0]['threshold']:g}) is not certified "
+                         f"(answers changed <= {args.max_answer_change:g}, gold drop <= {args.max_gold_drop:g} at "
+                         f"{CONFIDENCE:.0%}); add smaller --thresholds, more questions, or raise the budgets. "
                          f"No judge file written; runs in {out_dir}")
-    calibrated: JudgeHead = replace(judge, threshold=chosen, meta={**judge.meta, "calibration": record})
+    best = next(r for r in rows if r["threshold"] == chosen)
+    certificate = Certificate(
+        threshold=chosen, max_judged=args.max_judged, questions=n, question_set=question_set(args), question_ids=qids,
+        answers_changed=best["answers_changed"], answer_change_bound=best["answer_change_bound"],
+        max_answer_change=args.max_answer_change, gold_losses=best["gold_losses"],
+        gold_drop_bound=best["gold_drop_bound"], max_gold_drop=args.max_gold_drop, confidence=CONFIDENCE,
+        task=task.name, dtype=dtype_name(target.dtype), k=args.k if args.tree is None else None, tree=args.tree,
+        max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft))
+    compact = {"label_threshold": label_threshold, "command": record["command"],
+               "candidates": [{k: r[k] for k in ("threshold", "certified", "questions", "answers_changed", "gold_losses",
+                                                 "vs_lossless")} for r in rows]}
+    meta = {**judge.meta, "certificate": certificate.as_meta(), "calibration": compact}
+    calibrated: JudgeHead = replace(judge, threshold=chosen, meta=meta)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     calibrated.save(args.out)
-    print(f"\ndefault threshold {judge.threshold:g} -> {chosen:g} (the largest candidate within the budgets on "
-          f"{len(questions)} questions); wrote {args.out} and {out_dir / 'calibration.json'}")
+    print(f"\ncertified: {certificate.summary()}\ndefault threshold {judge.threshold:g} -> {chosen:g}; "
+          f"wrote {args.out} and {out_dir / 'calibration.json'}")
     return 0
+
+
+def _beyond_budget(runs: list[dict], spec: str, checker, allowed: tuple[int, int]) -> bool:
+    """Whether the ``spec`` runs so far already hold more answers changed, or gold losses, than a
+    certified row may (``allowed``: the most of each, :func:`.certificate.most_allowed`)."""
+    lossless = {r["qid"]: r for r in runs if r["spec"] == "lossless"}
+    mine = [r for r in runs if r["spec"] == spec and r["qid"] in lossless]
+    changed = sum(not checker.same(r["answer"], lossless[r["qid"]]["answer"]) for r in mine)
+    losses = sum(bool(lossless[r["qid"]]["gold_correct"]) and not r["gold_correct"] for r in mine)
+    return changed > allowed[0] or losses > allowed[1]

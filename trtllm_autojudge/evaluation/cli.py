@@ -13,13 +13,16 @@ from ..backends.dtype import dtype_name
 from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..decoding.modes import JudgeRule
+from ..judge.head import JudgeHead
+from ..mining.cli import problem_id
 from ..mining.miner import MiningConfig
 from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
-from .common import (add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file,
-                     question_set, questions_from)
+from .certificate import Certificate
+from .common import (add_decoding_args, certificate_lines, draft_tree, judge_certificate, judge_path, judge_record,
+                     judge_thresholds, load_judge_file, question_set, questions_from, refuse_calibration_questions)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
@@ -52,7 +55,7 @@ def oracle_rows(rows: list[dict], runs: list[dict], records: list[dict], questio
             "oracle_unimportant": sum(1 - lab[1] for r in mined for lab in r["labels"]),
             "live_oracle_left_mined_sequence": sum(p is not None for p in points),
             "live_oracle_divergence_positions": [p for p in points if p is not None]}
-    if tree.parents == tuple(range(-1, tree.num_nodes)):  # a chain: the replay is defined
+    if tree.is_chain:  # the replay is defined
         lossless = next((r for r in rows if r["spec"] == "lossless"), None)
         rows.append(trajectory_row(mined, draft, tree.num_nodes, lossless))
     return meta
@@ -64,7 +67,10 @@ def main_eval(argv: list[str]) -> int:
     p.add_argument("--thresholds", default="auto",
                    help="judge thresholds to sweep: numbers, or 'auto' (from the judge file's validation frontier: "
                         "important-accept rates of at most 1, 2, 5, 10, 20%%); '' for none")
-    p.add_argument("--baselines", default=DEFAULT_BASELINES, help="baseline operating points ('' for none)")
+    p.add_argument("--max-judged", type=int, default=None,
+                   help="judge points allow at most this many judged acceptances per response (the rest lossless)")
+    p.add_argument("--baselines", default=DEFAULT_BASELINES,
+                   help="baseline operating points ('' for none); judge@T,M points may be added here too")
     p.add_argument("--oracle-labels", default=None, help="labels mined on THESE questions (oracle upper bound)")
     p.add_argument("--mine-oracle", action="store_true", help="mine the oracle labels now (into OUT_DIR/oracle_labels.jsonl)")
     p.add_argument("--mine-batch-size", type=int, default=1,
@@ -79,13 +85,21 @@ def main_eval(argv: list[str]) -> int:
     args = p.parse_args(argv)
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
-    target, draft, tokenizer = load_pair(args, task)
     judge_file = judge_path(args, required=bool(args.thresholds), task=task)
+    if judge_file is not None and Path(judge_file).is_file():  # before loading the models: a refusal costs nothing
+        refuse_calibration_questions(Certificate.from_meta(JudgeHead.load(judge_file).meta.get("certificate")),
+                                     [problem_id(p.question) for p in problems], "eval")
+    target, draft, tokenizer = load_pair(args, task)
     judge = None if judge_file is None else load_judge_file(judge_file, target, draft)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
+    certificate, mismatches = judge_certificate(judge, target, draft, task, args.k if args.tree is None else None,
+                                                args.tree, args.max_new_tokens)
+    if judge is not None:
+        print(certificate_lines(certificate, mismatches), flush=True)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-    points = [OperatingPoint("judge", (t,)) for t in judge_thresholds(args.thresholds, judge)]
+    points = [OperatingPoint("judge", (t,) if args.max_judged is None else (t, args.max_judged))
+              for t in judge_thresholds(args.thresholds, judge)]
     points += parse_points(args.baselines)
     unimportant = None
     out_dir = Path(args.out_dir)
@@ -114,7 +128,10 @@ def main_eval(argv: list[str]) -> int:
             "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype),
             "k": args.k if args.tree is None else None, "tree": args.tree,
             "draft_vocab": None if getattr(draft.head, "subset", None) is None else draft.head.subset.size,
-            "question_set": question_set(args), "command": shlex.join(["trtllm-autojudge", "eval", *argv]), **oracle_meta}
+            "question_set": question_set(args), "command": shlex.join(["trtllm-autojudge", "eval", *argv]),
+            "certificate": None if certificate is None else {"summary": certificate.summary(), "applies": not mismatches,
+                                                             "mismatches": mismatches},
+            **oracle_meta}
     paths = write_summary(rows, out_dir, meta)
     png = plot_frontier(rows, out_dir / "frontier.png", f"{target.name} <- {draft.name}, {len(questions)} questions")
     print(format_table(rows))

@@ -13,6 +13,7 @@ from ..judge.head import JudgeHead
 from ..mining.cli import problem_id
 from ..tasks import Task
 from ..tasks.base import ASSETS
+from .certificate import Certificate, pair_fingerprint
 from .runner import Question
 
 AUTO_HARM_CAPS = (0.01, 0.02, 0.05, 0.1, 0.2)  # validation important-accept rates swept by --thresholds auto
@@ -118,3 +119,35 @@ def question_set(args: argparse.Namespace) -> dict:
             "seed": args.seed, "limit": args.limit,
             "held_out": "training-template questions the shipped models were trained or mined on are dropped"
             if args.split == "train" else "evaluation templates: never trained on"}
+
+
+def judge_certificate(judge: JudgeHead | None, target, draft, task: Task, k: int | None, tree: str | None,
+                      max_new_tokens: int) -> tuple[Certificate | None, list[str]]:
+    """The judge file's certificate (None: it has none) and how a run with these settings differs
+    from what it certifies (empty: it applies to the run's judge point at the certified threshold)."""
+    certificate = None if judge is None else Certificate.from_meta(judge.meta.get("certificate"))
+    if certificate is None:
+        return None, []
+    return certificate, certificate.mismatches(
+        task=task.name, dtype=dtype_name(target.dtype), k=k, tree=tree, max_new_tokens=max_new_tokens,
+        pair=pair_fingerprint(target, draft), threshold=certificate.threshold, max_judged=certificate.max_judged)
+
+
+def certificate_lines(certificate: Certificate | None, mismatches: list[str]) -> str:
+    """What a user reads of the judge's certificate before its numbers."""
+    if certificate is None:
+        return ("certificate: none. This judge's default threshold comes from validation labels; no bound on the "
+                "answers it changes was measured (`trtllm-autojudge calibrate` certifies one).")
+    point = f"judge@{certificate.threshold:g}" + ("" if certificate.max_judged is None else f",{certificate.max_judged}")
+    verdict = (f"it applies to this run's {point} row" if not mismatches
+               else "it does NOT apply to this run: " + "; ".join(mismatches))
+    return f"certificate: {certificate.summary()}\n  {verdict}"
+
+
+def refuse_calibration_questions(certificate: Certificate | None, qids: list[str], verb: str) -> None:
+    """Refuse to report on questions the judge was calibrated on (by question text)."""
+    overlap = 0 if certificate is None else certificate.overlap(qids)
+    if overlap:
+        raise SystemExit(f"{verb}: {overlap} of the {len(qids)} questions are calibration questions of the judge's "
+                         f"certificate ({certificate.question_set}): report on questions disjoint from them "
+                         f"(python build_scripts/heldout_questions.py --exclude CALIBRATION.jsonl ...)")

@@ -3,6 +3,7 @@
 Spec strings, used on the command line and in result files:
   lossless            exact matches only (== target greedy decoding)
   judge@T             AutoJudge at threshold T (the judge file's default when T is omitted)
+  judge@T,M           the same with at most M judged acceptances per response (the rest lossless)
   topk@K              draft token within the target's top-K
   typical@E,A         Medusa/EAGLE typical acceptance, posterior_threshold E and alpha A
   mtp@K,D             TensorRT-LLM MTP relaxed acceptance, top-K within delta D of top-1
@@ -36,10 +37,17 @@ class OperatingPoint:
             params = tuple(float(x) for x in rest.split(",")) if rest else ()
         except ValueError:
             raise ValueError(f"parameters of {spec!r} must be numbers") from None
-        need = {"lossless": (0,), "judge": (0, 1), "topk": (1,), "typical": (2,), "mtp": (2,), "oracle": (0,)}[method]
+        need = {"lossless": (0,), "judge": (0, 1, 2), "topk": (1,), "typical": (2,), "mtp": (2,), "oracle": (0,)}[method]
         if len(params) not in need:
             raise ValueError(f"{method} takes {' or '.join(map(str, need))} parameter(s), got {spec!r}")
+        if method == "judge" and len(params) == 2 and (params[1] < 0 or params[1] != int(params[1])):
+            raise ValueError(f"judge@T,M: M is a number of judged acceptances per response (0, 1, 2, ...), got {spec!r}")
         return cls(method, params)
+
+    @property
+    def max_judged(self) -> int | None:
+        """A judge point's limit on judged acceptances per response (None: none)."""
+        return int(self.params[1]) if self.method == "judge" and len(self.params) == 2 else None
 
     def rule(self, judge: JudgeHead | None = None, unimportant=None) -> RelaxedRule | None:
         if self.method == "lossless":
@@ -47,7 +55,7 @@ class OperatingPoint:
         if self.method == "judge":
             if judge is None:
                 raise ValueError("judge operating points need a judge file (--judge)")
-            return JudgeRule(judge, self.params[0] if self.params else None)
+            return JudgeRule(judge, self.params[0] if self.params else None, self.max_judged)
         if self.method == "topk":
             return TopKRule(int(self.params[0]))
         if self.method == "typical":

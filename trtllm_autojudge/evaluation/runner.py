@@ -3,24 +3,35 @@
 Per (operating point, question) one JSON line in ``runs.jsonl``; a rerun skips what is there. The
 lossless point always runs: its answers are the reference for answer AGREEMENT (the main quality
 measure: the lossless output IS the target's greedy output). Gold accuracy is reported beside it.
+Every row carries 95% Clopper-Pearson intervals on both shares, and the one-sided bounds of
+:mod:`.certificate` on the answers changed and on the gold losses.
+
+A judge run at one threshold also answers every threshold inside its threshold margin
+(:mod:`..decoding.modes`): such a point copies the run instead of decoding again (``reused_from``
+names the point it came from; its seconds are that run's). Only runs of the same judge (by
+fingerprint) and the same per-response limit are reused.
 """
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from tqdm import tqdm
 
 from ..backends.protocol import LanguageModel
+from ..decoding.rules import threshold_logit
 from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
 from ..mining.checkers import TaskChecker
 from ..mining.store import append_record, read_records, repair_tail
 from .bootstrap import ratio_interval
+from .certificate import interval, upper_bound
 from .methods import OperatingPoint
 
 # Columns of summary.csv / keys of summary.json rows (a stable schema: tests pin it).
@@ -28,6 +39,8 @@ SUMMARY_COLUMNS = (
     "spec", "method", "params", "questions", "tokens_per_cycle", "accepted_per_cycle", "agreement",
     "gold_accuracy", "tokens_per_s", "judged_fraction", "new_tokens", "cycles",
     "vs_lossless", "vs_lossless_lo", "vs_lossless_hi",  # tokens per cycle / lossless's, its 95% paired bootstrap
+    "agreement_lo", "agreement_hi", "gold_accuracy_lo", "gold_accuracy_hi",  # 95% Clopper-Pearson intervals
+    "answers_changed", "answer_change_bound", "gold_losses", "gold_drop_bound",  # counts, one-sided 95% bounds
 )
 
 
@@ -52,11 +65,13 @@ def run_points(
     unimportant=None,
     max_new_tokens: int = 256,
     progress: bool = True,
+    stop: Callable[[list[dict]], bool] | None = None,
 ) -> list[dict]:
     """Run every point on every question; returns all run records.
 
     Question by question, lossless first: the points of one question run next to each other, so
-    their seconds share the machine's state, and a cut run holds whole questions.
+    their seconds share the machine's state, and a cut run holds whole questions. ``stop(runs)``,
+    asked after each question (run now or earlier), ends the run early when it returns True.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,26 +81,63 @@ def run_points(
     done = {(r["spec"], r["qid"]) for r in runs}
     points = [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]
     rules = {p.spec: p.rule(judge, unimportant) for p in points}
-    todo = [(p, q) for q in questions for p in points if (p.spec, q.qid) not in done]
-    for p, q in tqdm(todo, desc="eval", unit="run", disable=not progress, file=sys.stderr):
-        t0 = time.perf_counter()
-        res = speculative_generate(target, draft, q.prompt_ids, tree=tree, rule=rules[p.spec],
-                                   max_new_tokens=max_new_tokens)
-        seconds = time.perf_counter() - t0
-        text = decode(res.tokens)
-        answer = checker.answer(text, q.example)
-        rec = {"spec": p.spec, "qid": q.qid, "tokens": res.tokens, "answer": answer,
-               "gold_correct": q.gold is not None and checker.same(answer, q.gold), "seconds": seconds,
-               **res.summary()}
-        append_record(runs_path, rec)
-        runs.append(rec)
+    judge_id = None if judge is None else judge.fingerprint()
+    margins = MarginIndex(judge_id, runs)
+    todo = [(q, [p for p in points if (p.spec, q.qid) not in done]) for q in questions]
+    bar = tqdm(total=sum(len(ps) for _, ps in todo), desc="eval", unit="run", disable=not progress, file=sys.stderr)
+    for q, ps in todo:
+        for p in ps:
+            rec = margins.reuse(p, q.qid)
+            if rec is None:
+                t0 = time.perf_counter()
+                res = speculative_generate(target, draft, q.prompt_ids, tree=tree, rule=rules[p.spec],
+                                           max_new_tokens=max_new_tokens)
+                seconds = time.perf_counter() - t0
+                answer = checker.answer(decode(res.tokens), q.example)
+                rec = {"spec": p.spec, "qid": q.qid, "tokens": res.tokens, "answer": answer,
+                       "gold_correct": q.gold is not None and checker.same(answer, q.gold), "seconds": seconds,
+                       **res.summary(), **({"judge": judge_id} if p.method == "judge" else {})}
+            append_record(runs_path, rec)
+            runs.append(rec)
+            margins.add(rec)
+            bar.update()
+        if stop is not None and stop(runs):
+            break
+    bar.close()
     return runs
+
+
+class MarginIndex:
+    """The judge runs of one judge, by question, with their threshold margins: which run answers
+    a judge point without decoding again (module docstring)."""
+
+    def __init__(self, judge_id: str | None, runs: list[dict]):
+        self.judge_id, self.by_question = judge_id, {}
+        for r in runs:
+            self.add(r)
+
+    def add(self, run: dict) -> None:
+        if self.judge_id is not None and run.get("judge") == self.judge_id and run.get("judge_margin") is not None:
+            self.by_question.setdefault(run["qid"], []).append(run)
+
+    def reuse(self, point: OperatingPoint, qid: str) -> dict | None:
+        """A copy of a run that decodes ``point`` on question ``qid`` token for token, or None."""
+        if point.method != "judge" or not point.params:
+            return None
+        cut, limit = float(threshold_logit(point.params[0])), point.max_judged
+        for run in self.by_question.get(qid, ()):
+            lo, hi = (-math.inf if run["judge_margin"][0] is None else run["judge_margin"][0],
+                      math.inf if run["judge_margin"][1] is None else run["judge_margin"][1])
+            if OperatingPoint.parse(run["spec"]).max_judged == limit and lo < cut <= hi:
+                return {**run, "spec": point.spec, "reused_from": run.get("reused_from", run["spec"])}
+        return None
 
 
 def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskChecker, qids: list[str]) -> list[dict]:
     """One row per operating point (SUMMARY_COLUMNS), over the questions in ``qids``."""
     by = {(r["spec"], r["qid"]): r for r in runs}
     reference = {q: by[("lossless", q)]["answer"] for q in qids if ("lossless", q) in by}
+    reference_gold = {q: bool(by[("lossless", q)]["gold_correct"]) for q in reference}
     rows = []
     for p in [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]:
         rs = [by[(p.spec, q)] for q in qids if (p.spec, q) in by]
@@ -93,6 +145,9 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
             continue
         cycles = sum(r["cycles"] for r in rs)
         accepted = sum(r["accepted_per_cycle"] * r["cycles"] for r in rs)
+        kept = sum(checker.same(r["answer"], reference.get(r["qid"])) for r in rs)
+        gold = sum(bool(r["gold_correct"]) for r in rs)
+        losses = sum(reference_gold.get(r["qid"], False) and not r["gold_correct"] for r in rs)
         rows.append({
             "spec": p.spec,
             "method": p.method,
@@ -100,15 +155,24 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
             "questions": len(rs),
             "tokens_per_cycle": (accepted + cycles) / max(cycles, 1),  # correction/bonus token counted
             "accepted_per_cycle": accepted / max(cycles, 1),  # draft tokens only
-            "agreement": sum(checker.same(r["answer"], reference.get(r["qid"])) for r in rs) / len(rs),
-            "gold_accuracy": sum(bool(r["gold_correct"]) for r in rs) / len(rs),
+            "agreement": kept / len(rs),
+            "gold_accuracy": gold / len(rs),
             "tokens_per_s": sum(r["new_tokens"] for r in rs) / max(sum(r["seconds"] for r in rs), 1e-9),
             "judged_fraction": sum(r["judged_accepts"] for r in rs) / max(accepted, 1),
             "new_tokens": sum(r["new_tokens"] for r in rs),
             "cycles": cycles,
             **_vs_lossless(by, p.spec, [q for q in qids if (p.spec, q) in by and q in reference]),
+            **_shares(kept, gold, losses, len(rs)),
         })
     return rows
+
+
+def _shares(kept: int, gold: int, losses: int, n: int) -> dict:
+    """The answer and gold columns' intervals and bounds (:mod:`.certificate`), from counts over ``n`` questions."""
+    (a_lo, a_hi), (g_lo, g_hi) = interval(kept, n), interval(gold, n)
+    return {"agreement_lo": a_lo, "agreement_hi": a_hi, "gold_accuracy_lo": g_lo, "gold_accuracy_hi": g_hi,
+            "answers_changed": n - kept, "answer_change_bound": upper_bound(n - kept, n),
+            "gold_losses": losses, "gold_drop_bound": upper_bound(losses, n)}
 
 
 def _vs_lossless(by: dict, spec: str, paired: list[str]) -> dict:
@@ -140,11 +204,16 @@ def write_summary(rows: list[dict], out_dir: str | Path, meta: dict) -> dict[str
 
 
 def format_table(rows: list[dict]) -> str:
-    head = (f"{'operating point':<18}{'tok/cycle':>10}{'vs lossless [95%]':>22}{'agree':>8}{'gold':>7}{'tok/s':>8}"
-            f"{'judged':>8}")
+    """The summary rows as a table: shares with their 95% intervals, and the answers changed with
+    their one-sided 95% bound (the certificate's number)."""
+    head = (f"{'operating point':<20}{'tok/cycle':>10}{'vs lossless [95%]':>23}{'answers kept [95%]':>22}"
+            f"{'changed':>9}{'bound':>7}{'gold [95%]':>21}{'tok/s':>7}{'judged':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         ratio = f"{r['vs_lossless']:.3f}x [{r['vs_lossless_lo']:.3f}, {r['vs_lossless_hi']:.3f}]"
-        lines.append(f"{r['spec']:<18}{r['tokens_per_cycle']:>10.2f}{ratio:>22}{r['agreement']:>8.1%}"
-                     f"{r['gold_accuracy']:>7.1%}{r['tokens_per_s']:>8.1f}{r['judged_fraction']:>8.1%}")
+        kept = f"{r['agreement']:.1%} [{r['agreement_lo']:.1%}, {r['agreement_hi']:.1%}]"
+        gold = f"{r['gold_accuracy']:.1%} [{r['gold_accuracy_lo']:.1%}, {r['gold_accuracy_hi']:.1%}]"
+        lines.append(f"{r['spec']:<20}{r['tokens_per_cycle']:>10.2f}{ratio:>23}{kept:>22}"
+                     f"{r['answers_changed']:>5}/{r['questions']:<3}{r['answer_change_bound']:>7.1%}{gold:>21}"
+                     f"{r['tokens_per_s']:>7.1f}{r['judged_fraction']:>8.1%}")
     return "\n".join(lines)

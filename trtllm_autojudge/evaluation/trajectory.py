@@ -119,8 +119,9 @@ def live_divergence(tokens: Sequence[int], record: dict) -> int | None:
 def trajectory_row(records: Sequence[dict], draft: LanguageModel, k: int, lossless_row: dict | None) -> dict:
     """The ``oracle-trajectory`` summary row (the columns of :data:`.runner.SUMMARY_COLUMNS`).
 
-    Agreement is 1 by construction (the mined sequence keeps the target's answer), so gold
-    accuracy is the lossless run's; there is no wall clock (``tokens_per_s`` is NaN).
+    Agreement is 1 by construction (the mined sequence keeps the target's answer: no answer changed,
+    a bound of 0), so gold accuracy and its interval are the lossless run's; there is no wall clock
+    (``tokens_per_s`` is NaN).
     """
     draft_lm = CachedLM(draft)
     replays = [record_replays(r, draft, k, draft_lm)["oracle"] for r in records]
@@ -139,4 +140,7 @@ def trajectory_row(records: Sequence[dict], draft: LanguageModel, k: int, lossle
         # against the lossless row's pooled rate; no interval (the replay is not paired by question here)
         "vs_lossless": rate / lossless_row["tokens_per_cycle"] if lossless_row else float("nan"),
         "vs_lossless_lo": float("nan"), "vs_lossless_hi": float("nan"),
+        "agreement_lo": 1.0, "agreement_hi": 1.0,
+        **{k: lossless_row[k] if lossless_row else float("nan") for k in ("gold_accuracy_lo", "gold_accuracy_hi")},
+        "answers_changed": 0, "answer_change_bound": 0.0, "gold_losses": 0, "gold_drop_bound": 0.0,
     }

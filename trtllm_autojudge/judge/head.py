@@ -123,13 +123,12 @@ class JudgeHead:
 
     def describe(self) -> dict:
         """What a result records of the judge it ran with (the file's path is the caller's to add)."""
-        metrics, calibration = self.meta.get("metrics", {}), self.meta.get("calibration")
+        metrics, certificate = self.meta.get("metrics", {}), self.meta.get("certificate")
         described = {"fingerprint": self.fingerprint(), "setup": self.setup, "default_threshold": self.threshold,
                      "val_roc_auc": metrics.get("val_roc_auc"), "labels": metrics.get("label_counts"),
                      "dtype": self.meta.get("dtype", "float32")}
-        if calibration:  # the default was set by `trtllm-autojudge calibrate`, not by the validation labels
-            described["calibration"] = {k: calibration[k] for k in ("questions", "max_answer_change", "max_gold_drop",
-                                                                    "label_threshold", "dtype")}
+        if certificate:  # the default was certified by `trtllm-autojudge calibrate` (evaluation/certificate.py)
+            described["certificate"] = {k: v for k, v in certificate.items() if k != "question_ids"}
         return described
 
     def check_models(self, draft_hidden: int | None = None, target_hidden: int | None = None,

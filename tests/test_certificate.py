@@ -1,0 +1,75 @@
+"""The answer-change certificate's statistics, record and checks (no models needed)."""
+import pytest
+from scipy.stats import beta
+
+from trtllm_autojudge.evaluation.certificate import (Certificate, interval, most_allowed, questions_needed,
+                                                     upper_bound)
+
+
+@pytest.mark.parametrize("count,n", [(0, 1), (0, 100), (1, 100), (7, 300), (0, 348), (5, 5), (12, 474)])
+def test_bounds_equal_clopper_pearson_from_beta_quantiles(count, n):
+    """The one-sided bound is the beta(count + 1, n - count) quantile at 95%; the two-sided interval
+    the 2.5% / 97.5% quantiles of beta(count, n - count + 1) and beta(count + 1, n - count)."""
+    expected_upper = 1.0 if count == n else beta.ppf(0.95, count + 1, n - count)
+    assert upper_bound(count, n) == pytest.approx(expected_upper, abs=1e-9)
+    lo, hi = interval(count, n)
+    assert lo == pytest.approx(0.0 if count == 0 else beta.ppf(0.025, count, n - count + 1), abs=1e-9)
+    assert hi == pytest.approx(1.0 if count == n else beta.ppf(0.975, count + 1, n - count), abs=1e-9)
+
+
+def test_questions_needed_for_a_budget():
+    """0 changes in 299 bound the share at 1%, in 298 not; one change needs 473."""
+    assert upper_bound(0, 299) <= 0.01 < upper_bound(0, 298)
+    assert questions_needed(0.01) == 299
+    assert questions_needed(0.01, count=1) == 473 and upper_bound(1, 473) <= 0.01 < upper_bound(1, 472)
+    assert questions_needed(0.05) == 59 and questions_needed(0.5) == 5
+    for budget in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="no number of questions certifies"):
+            questions_needed(budget)
+
+
+def test_most_allowed_counts():
+    assert most_allowed(298, 0.01) == -1  # too few questions even for none
+    assert most_allowed(299, 0.01) == 0 and most_allowed(472, 0.01) == 0 and most_allowed(473, 0.01) == 1
+    assert most_allowed(10, 0.999) == 9  # all 10 changed bounds the share at 1, above 0.999
+
+
+def test_bad_counts_are_refused():
+    for count, n in ((1, 0), (-1, 5), (6, 5)):
+        with pytest.raises(ValueError, match="0 <= count <= n"):
+            upper_bound(count, n)
+
+
+def certificate(**changes) -> Certificate:
+    fields = dict(threshold=0.01, max_judged=None, questions=348, question_set={"questions": "calib.jsonl"},
+                  question_ids=["a", "b", "c"], answers_changed=0, answer_change_bound=upper_bound(0, 348),
+                  max_answer_change=0.01, gold_losses=0, gold_drop_bound=upper_bound(0, 348), max_gold_drop=0.01,
+                  confidence=0.95, task="gsm8k-program", dtype="bfloat16", k=16, tree=None, max_new_tokens=320,
+                  pair="t-d")
+    return Certificate(**{**fields, **changes})
+
+
+RUN = dict(task="gsm8k-program", dtype="bfloat16", k=16, tree=None, max_new_tokens=320, pair="t-d", threshold=0.01,
+           max_judged=None)
+
+
+def test_certificate_round_trip_and_where_it_applies():
+    c = certificate()
+    assert Certificate.from_meta(c.as_meta()) == c and Certificate.from_meta(None) is None
+    assert c.mismatches(**RUN) == []
+    assert c.mismatches(**{**RUN, "pair": None}) == []  # no fingerprint to compare: the rest decides
+    assert c.mismatches(**{**RUN, "dtype": "float32", "k": 8}) == ["dtype float32 (certified: bfloat16)",
+                                                                  "k 8 (certified: 16)"]
+    assert c.mismatches(**{**RUN, "threshold": 0.02, "max_judged": 2, "pair": "x-y"}) == [
+        "threshold 0.02 (certified: 0.01)", "max_judged 2 (certified: None)", "pair x-y (certified: t-d)"]
+    assert c.overlap(["b", "z", "c"]) == 2 and c.overlap([]) == 0
+    line = c.summary()
+    assert "answers changed <= 0.86%" in line and "0 changed and 0 gold losses in 348 calibration questions" in line
+    assert "K = 16" in line and "calib.jsonl" in line
+
+
+def test_a_certificate_missing_fields_is_refused():
+    meta = certificate().as_meta()
+    del meta["pair"]
+    with pytest.raises(ValueError, match=r"lacks \['pair'\]: calibrate the judge again"):
+        Certificate.from_meta(meta)
