@@ -33,6 +33,8 @@ from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.frontier import DEFAULT_MAX_IMPORTANT_ACCEPT  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead, parse_setup  # noqa: E402
+from trtllm_autojudge.judge.train import SPLIT_UNITS  # noqa: E402
+from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.features import ALL_BLOCKS  # noqa: E402
 from trtllm_autojudge.mining.run import DEFAULT_WINDOWS, LOCAL_REGENERATORS  # noqa: E402
 from trtllm_autojudge.mining.store import append_record, read_records, repair_tail, write_gzip  # noqa: E402
@@ -83,6 +85,27 @@ def seed_from_archive(labels: Path, archive: Path) -> None:
     print(f"{archive}: {len(added)} prompts' labels added to {labels}")
 
 
+def add_templates(labels: Path, task, per_template: int, seed: int) -> None:
+    """Give every record of ``labels`` its template (``mine`` writes it; records mined before it did
+    lack it): the questions this script mines are drawn again and matched by id."""
+    records = read_records(labels)[0]
+    if all(r.get("template") is not None for r in records):
+        return
+    template = {problem_id(q.question): q.template_id for q in task.problems("train", False, per_template, seed)}
+    if all(t is None for t in template.values()):  # a task without templates: nothing to add
+        return
+    missing = [r for r in records if r.get("template") is None and str(r["id"]) not in template]
+    if missing:
+        raise SystemExit(f"{labels}: {len(missing)} records (first id {missing[0]['id']}) are no question of "
+                         f"--variants-per-template {per_template} --seed {seed}: the archive needs the same settings")
+    tmp = labels.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    for r in records:
+        append_record(tmp, {**r, "template": template[str(r["id"])] if r.get("template") is None else r["template"]})
+    tmp.replace(labels)
+    print(f"{labels}: the template of {sum(r.get('template') is None for r in records)} older records added")
+
+
 def models(args) -> list[str]:
     return ["--target", args.target, "--draft", args.draft, "--dtype", args.dtype] + (
         ["--threads", str(args.threads)] if args.threads and args.ranks == 1 else [])
@@ -110,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--setups", default="DD-DT,DT", help="judge setups to train; the one with the best validation ROC-AUC is installed")
     p.add_argument("--val-fraction", type=float, default=0.2,
                    help="fraction of prompts held out for the C grid and the threshold (default 0.2)")
+    p.add_argument("--split-by", choices=SPLIT_UNITS, default="prompt",
+                   help="the judges' validation split unit (`train --split-by`; default prompt)")
     p.add_argument("--max-important-accept", type=float, default=DEFAULT_MAX_IMPORTANT_ACCEPT,
                    help="the judges' default threshold: the largest whose validation important-accept rate is at "
                         f"most this (`train --max-important-accept`; default {DEFAULT_MAX_IMPORTANT_ACCEPT})")
@@ -131,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.labels_archive is not None:
         seed_from_archive(labels, args.labels_archive)
     mine(args)
+    add_templates(labels, task, args.variants_per_template, args.seed)
     if args.labels_archive is not None:
         records = read_records(labels)[0]
         write_gzip(args.labels_archive, records)
@@ -143,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     for setup in args.setups.split(","):
         out = args.work / f"judge_{setup}.safetensors"
         if cli(["train", "--features", str(features), "--setup", setup, "--out", str(out),
-                "--seed", str(args.seed), "--val-fraction", str(args.val_fraction),
+                "--seed", str(args.seed), "--val-fraction", str(args.val_fraction), "--split-by", args.split_by,
                 "--max-important-accept", str(args.max_important_accept), "--plot", str(args.work / f"frontier_{setup}.png")]) != 0:
             raise SystemExit(f"training {setup} failed")
         head = JudgeHead.load(out)

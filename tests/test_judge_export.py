@@ -16,7 +16,7 @@ from trtllm_autojudge.judge.cli_train import main_export, main_train
 from trtllm_autojudge.judge.export import FILE_NAMES, export_judge, plugin_fields, vllm_judge_config
 from trtllm_autojudge.judge.head import JudgeHead
 from trtllm_autojudge.judge.onnx_graph import build_onnx, check_onnx, run_onnx
-from trtllm_autojudge.judge.train import split_by_prompt, train_judge
+from trtllm_autojudge.judge.train import split_by_group, train_judge
 
 
 @pytest.fixture(scope="module", params=["DT", "DD-DT"])
@@ -28,7 +28,7 @@ def trained(request):
 
 def test_folded_weights_onnx_and_sklearn_pipeline_agree(trained):
     fs, head, report = trained
-    train, val = split_by_prompt(fs.prompt_index, 0.1, seed=1)
+    train, val = split_by_group(fs.prompt_index, 0.1, seed=1)
     X = fs.features.astype(np.float32)
     pipeline = make_pipeline(StandardScaler(), LogisticRegression(C=report.chosen_c, max_iter=1000))
     pipeline.fit(X[train], fs.labels[train])

@@ -7,7 +7,7 @@ import pytest
 from trtllm_autojudge.judge.dataset import FeatureSet
 from trtllm_autojudge.judge.frontier import choose_threshold, sweep_thresholds
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim, parse_setup
-from trtllm_autojudge.judge.train import split_by_prompt, train_judge
+from trtllm_autojudge.judge.train import split_by_group, train_judge
 
 HD, HT = 6, 10  # tiny draft / target hidden sizes
 SMALL_GRID = (1e-4, 1e-2, 1.0)
@@ -52,21 +52,39 @@ def test_training_recovers_a_planted_linear_rule():
 
 def test_split_is_by_prompt():
     fs, _ = planted_featureset(prompts=50)
-    train, val = split_by_prompt(fs.prompt_index, 0.1, seed=3)
+    train, val = split_by_group(fs.prompt_index, 0.1, seed=3)
     assert not set(fs.prompt_index[train]) & set(fs.prompt_index[val])
     assert np.all(train ^ val)
     assert len(set(fs.prompt_index[val])) == 5
-    again, _ = split_by_prompt(fs.prompt_index, 0.1, seed=3)
-    other, _ = split_by_prompt(fs.prompt_index, 0.1, seed=4)
+    again, _ = split_by_group(fs.prompt_index, 0.1, seed=3)
+    other, _ = split_by_group(fs.prompt_index, 0.1, seed=4)
     assert np.array_equal(train, again) and not np.array_equal(train, other)
     _, report = train_judge(fs, seed=3, c_grid=SMALL_GRID, progress=False)
     assert report.prompts == {"train": 45, "val": 5}
     assert report.label_counts["val"]["important"] + report.label_counts["val"]["unimportant"] == val.sum()
 
 
+def test_split_by_template_keeps_each_template_on_one_side(tmp_path):
+    """Prompts of one template never straddle the split; the file round trip keeps the templates;
+    a set without them is refused with what to do."""
+    fs, _ = planted_featureset(prompts=50)
+    fs.template_index = fs.prompt_index // 5  # 10 templates of 5 prompts each
+    fs.save(tmp_path / "f.safetensors")
+    fs = FeatureSet.load(tmp_path / "f.safetensors")
+    assert np.array_equal(fs.template_index, fs.prompt_index // 5)
+    _, report = train_judge(fs, seed=3, c_grid=SMALL_GRID, split_by="template", progress=False)
+    assert report.split_by == "template" and report.prompts == {"train": 45, "val": 5}  # one template of 5 prompts
+    train, val = split_by_group(fs.template_index, 0.1, seed=3, unit="template")
+    assert not set(fs.template_index[train]) & set(fs.template_index[val])
+    for missing in (None, np.where(fs.prompt_index == 0, -1, fs.template_index)):
+        fs.template_index = missing
+        with pytest.raises(ValueError, match="a split by template needs each row's template, and .* rows have none"):
+            train_judge(fs, c_grid=SMALL_GRID, split_by="template", progress=False)
+
+
 def test_one_prompt_cannot_be_split():
     with pytest.raises(ValueError, match="at least 2 prompts"):
-        split_by_prompt(np.zeros(10, np.int32))
+        split_by_group(np.zeros(10, np.int32))
 
 
 def test_one_class_labels_are_refused():

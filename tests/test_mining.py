@@ -194,3 +194,20 @@ def test_time_budget_stops_starting_prompts(pair, tmp_path):
     out = tmp_path / "budget.jsonl"
     assert mine_prompts(miner, prompts, out, progress=False, max_minutes=0)["prompts"] == 0
     assert mine_prompts(miner, prompts, out, progress=False)["prompts"] == 4  # the rerun does the rest
+
+
+def test_mined_records_keep_their_template(tmp_path):
+    """The template split (train --split-by template) needs each record's template: mine_prompts
+    writes the example's template_id (None for user data)."""
+    from trtllm_autojudge.mining.run import mine_prompts
+    from trtllm_autojudge.mining.store import read_records
+
+    class Stub:
+        def mine_many(self, items, on_record):
+            for pid, prompt, example in items:
+                on_record({"id": pid, "prompt_ids": prompt, "final_ids": prompt, "labels": [], "cost": {}})
+
+    out = tmp_path / "labels.jsonl"
+    mine_prompts(Stub(), [("a", [1], {"template_id": 7}), ("b", [2], {"template_id": None}), ("c", [3], None)], out,
+                 progress=False)
+    assert [(r["id"], r["template"]) for r in read_records(out)[0]] == [("a", 7), ("b", None), ("c", None)]

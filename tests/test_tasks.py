@@ -520,3 +520,23 @@ def test_heldout_questions_spread_over_templates_and_leave_out_trained(tmp_path)
                  "--out", str(other)]) == 0
     kept = [json.loads(x)["question"] for x in other.read_text().splitlines()]
     assert sorted(kept) == sorted(r["question"] for r in rows[1::2])
+
+
+def test_make_judge_adds_templates_to_older_records(tmp_path):
+    """Records mined before records kept their template get it from the drawn questions, by id; a
+    record of other settings is refused."""
+    from trtllm_autojudge.mining.cli import problem_id
+    from trtllm_autojudge.mining.store import append_record, read_records
+
+    add_templates = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["add_templates"]
+    task = load_task("gsm8k-program")
+    problems = task.problems("train", False, 2, 7)[:3]
+    labels = tmp_path / "labels.jsonl"
+    for i, q in enumerate(problems):
+        append_record(labels, {"id": problem_id(q.question), "prompt_ids": [1], "final_ids": [1], "labels": [],
+                               **({"template": q.template_id} if i == 0 else {})})
+    add_templates(labels, task, 2, 7)
+    assert [r["template"] for r in read_records(labels)[0]] == [q.template_id for q in problems]
+    append_record(labels, {"id": "not-a-question", "prompt_ids": [1], "final_ids": [1], "labels": []})
+    with pytest.raises(SystemExit, match="1 records .* are no question of --variants-per-template 2 --seed 7"):
+        add_templates(labels, task, 2, 7)

@@ -12,7 +12,7 @@ from .dataset import FeatureSet
 from .export import FORMATS, export_judge, unsupported_reason
 from .frontier import DEFAULT_MAX_IMPORTANT_ACCEPT
 from .head import JudgeHead
-from .train import train_judge
+from .train import SPLIT_UNITS, train_judge
 
 
 def _c_grid(text: str) -> list[float]:
@@ -38,7 +38,10 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-important-accept", type=float, default=DEFAULT_MAX_IMPORTANT_ACCEPT,
                    help="default-threshold rule: the largest threshold whose validation important-accept rate "
                         f"(accepted important / all important) is at most this (default {DEFAULT_MAX_IMPORTANT_ACCEPT})")
-    p.add_argument("--val-fraction", type=float, default=0.1, help="fraction of prompts held out (default 0.1)")
+    p.add_argument("--val-fraction", type=float, default=0.1, help="fraction of prompts (or templates) held out (default 0.1)")
+    p.add_argument("--split-by", choices=SPLIT_UNITS, default="prompt",
+                   help="validation split unit: prompt (default; variants of one template on both sides) or template "
+                        "(validation measures templates never trained on; needs features from labels with templates)")
     p.add_argument("--drop-nonfinite", action="store_true",
                    help="drop feature rows holding NaN/inf (they are counted and reported) instead of failing")
     p.add_argument("--plot", default=None, help="also write the validation frontier as a PNG to this path")
@@ -51,7 +54,8 @@ def main_train(argv: list[str] | None = None) -> int:
         fs = FeatureSet.load(args.features)
         kwargs = {} if args.c_grid is None else {"c_grid": args.c_grid}
         head, report = train_judge(fs, args.setup, seed=args.seed, max_important_accept=args.max_important_accept,
-                                   val_fraction=args.val_fraction, drop_nonfinite=args.drop_nonfinite, **kwargs)
+                                   val_fraction=args.val_fraction, split_by=args.split_by,
+                                   drop_nonfinite=args.drop_nonfinite, **kwargs)
     except (ValueError, FileNotFoundError) as e:
         print(f"trtllm-autojudge train: {e}", file=sys.stderr)
         return 2

@@ -5,6 +5,8 @@ File format (format version 1), one safetensors file:
             labels[M] int8           1 = important (the swap changed the answer), 0 = unimportant
             prompt_index[M] int32    the prompt the row was mined from: the train/validation split unit
             position[M] int32        token position of the mismatch in that prompt's sequence
+            template_index[M] int32  the template the prompt was drawn from, -1 when unknown
+                                     (optional: older files lack it; the template split's unit)
   metadata  "autojudge_features": JSON with format_version, setup, draft_hidden, target_hidden,
             draft_model, target_model, task, dtype (the models' compute dtype; float32 when absent)
 
@@ -51,6 +53,9 @@ class FeatureSet:
         Identifiers of the models and the task family the labels were mined with.
     dtype : str
         Compute dtype of the models the features were extracted with (``"float32"``, ``"bfloat16"``).
+    template_index : np.ndarray, optional
+        Shape ``[M]``; the template of each row's prompt, -1 when unknown (user data, or labels mined
+        before records kept their template); stored as int32. None: not recorded.
     """
 
     features: np.ndarray  # [M, F] float16
@@ -64,6 +69,7 @@ class FeatureSet:
     target_model: str
     task: str
     dtype: str = "float32"
+    template_index: np.ndarray | None = None  # [M] int32
 
     def __post_init__(self):
         self.draft_hidden, self.target_hidden = int(self.draft_hidden), int(self.target_hidden)
@@ -96,6 +102,11 @@ class FeatureSet:
             if not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() > np.iinfo(np.int32).max:
                 raise ValueError(f"{name} must hold non-negative int32 values")
             setattr(self, name, a.astype(np.int32))
+        if self.template_index is not None:
+            t = np.asarray(self.template_index)
+            if t.shape != (M,) or not np.issubdtype(t.dtype, np.integer) or t.min() < -1:
+                raise ValueError(f"template_index must be [M] = [{M}] integers >= -1, got shape {t.shape}")
+            self.template_index = t.astype(np.int32)
 
     @property
     def num_rows(self) -> int:
@@ -128,7 +139,8 @@ class FeatureSet:
     def subset(self, rows: np.ndarray) -> "FeatureSet":
         """The rows selected by ``rows`` (shape ``[M]`` bool or ``[K]`` int)."""
         return replace(self, features=self.features[rows], labels=self.labels[rows],
-                       prompt_index=self.prompt_index[rows], position=self.position[rows])
+                       prompt_index=self.prompt_index[rows], position=self.position[rows],
+                       template_index=None if self.template_index is None else self.template_index[rows])
 
     def drop_nonfinite(self) -> tuple["FeatureSet", int]:
         """(the set without NaN/inf rows, how many rows were dropped)."""
@@ -161,6 +173,8 @@ class FeatureSet:
     def save(self, path: str | Path) -> None:
         tensors = {"features": self.features, "labels": self.labels,
                    "prompt_index": self.prompt_index, "position": self.position}
+        if self.template_index is not None:
+            tensors["template_index"] = self.template_index
         save_tagged(path, tensors, METADATA_KEY, self.metadata())
 
     @classmethod
@@ -175,6 +189,7 @@ class FeatureSet:
             raise ValueError(f"{path}: features must be float16, found {tensors['features'].dtype}")
         try:
             return cls(tensors["features"], tensors["labels"], tensors["prompt_index"], tensors["position"],
-                       **{k: meta[k] for k in _META_FIELDS}, **{k: meta.get(k, v) for k, v in _OPTIONAL_META.items()})
+                       **{k: meta[k] for k in _META_FIELDS}, **{k: meta.get(k, v) for k, v in _OPTIONAL_META.items()},
+                       template_index=tensors.get("template_index"))
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from e

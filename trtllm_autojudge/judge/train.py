@@ -2,7 +2,9 @@
 
 The procedure of PAPER.md section 2:
 1. split the mismatches by PROMPT (never by token), ``val_fraction`` of the prompts to validation,
-   seeded;
+   seeded; or by TEMPLATE (``split_by="template"``): variants of one template share their wording
+   and their program, so a prompt split puts near-copies on both sides and its validation ROC-AUC
+   measures new instances of seen templates, where a template split measures unseen templates;
 2. fit a StandardScaler on the training rows;
 3. for each C of the grid (default: 10^-7 ... 10^-0.5 in half-decades, then 1, 3, 10, 50, 100), fit
    a logistic regression (L2, lbfgs, label 1 = important, no class weights) and score it by
@@ -31,23 +33,42 @@ from .head import JudgeHead
 DEFAULT_C_GRID = tuple(float(10 ** (-k / 2)) for k in range(14, 0, -1)) + (1.0, 3.0, 10.0, 50.0, 100.0)
 
 
-def split_by_prompt(
-    prompt_index: np.ndarray,  # [M] int: prompt of each row
+SPLIT_UNITS = ("prompt", "template")
+
+
+def split_by_group(
+    group: np.ndarray,  # [M] int: the prompt (or template) of each row
     val_fraction: float = 0.1,
     seed: int = 0,
+    unit: str = "prompt",
 ) -> tuple[np.ndarray, np.ndarray]:  # ([M] bool train, [M] bool validation)
-    """Assign whole prompts to train or validation: ``round(val_fraction * P)`` prompts (at least
-    one, and at least one left for training) go to validation, drawn with ``seed``."""
+    """Assign whole groups (prompts or templates, named by ``unit`` in errors) to train or
+    validation: ``round(val_fraction * G)`` groups (at least one, and at least one left for
+    training) go to validation, drawn with ``seed``."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
-    prompts = np.unique(prompt_index)
-    if prompts.size < 2:
-        raise ValueError(f"the split is by prompt and needs at least 2 prompts, the feature set has {prompts.size}: "
-                         f"mine more prompts")
-    n_val = min(max(1, round(val_fraction * prompts.size)), prompts.size - 1)
-    val_prompts = np.random.default_rng(seed).permutation(prompts)[:n_val]
-    val = np.isin(prompt_index, val_prompts)
+    groups = np.unique(group)
+    if groups.size < 2:
+        raise ValueError(f"the split is by {unit} and needs at least 2 {unit}s, the feature set has {groups.size}: "
+                         f"mine more {unit}s")
+    n_val = min(max(1, round(val_fraction * groups.size)), groups.size - 1)
+    val_groups = np.random.default_rng(seed).permutation(groups)[:n_val]
+    val = np.isin(group, val_groups)
     return ~val, val
+
+
+def split_groups(fs: FeatureSet, split_by: str) -> np.ndarray:  # [M] int
+    """The split unit of every row: its prompt, or its prompt's template."""
+    if split_by == "prompt":
+        return fs.prompt_index
+    if split_by != "template":
+        raise ValueError(f"split_by must be one of {SPLIT_UNITS}, got {split_by!r}")
+    unknown = 0 if fs.template_index is None else int((fs.template_index < 0).sum())
+    if fs.template_index is None or unknown:
+        raise ValueError(f"a split by template needs each row's template, and {unknown or fs.num_rows} of "
+                         f"{fs.num_rows} rows have none: extract features from labels that record their template "
+                         f"(`mine` writes it; make_judge.py adds it to an archive's older records)")
+    return fs.template_index
 
 
 @dataclass
@@ -57,6 +78,7 @@ class TrainReport:
     setup: str
     seed: int
     val_fraction: float
+    split_by: str  # "prompt" or "template"
     prompts: dict[str, int]  # {"train": P_train, "val": P_val}
     label_counts: dict[str, dict[str, int]]  # {"train"|"val": {"important": n, "unimportant": n}}
     dropped_nonfinite_rows: int
@@ -75,7 +97,8 @@ class TrainReport:
         at = next(r for r in self.frontier if r["threshold"] == self.threshold)
         lc = self.label_counts
         return "\n".join([
-            f"setup {self.setup}: {self.prompts['train']} train / {self.prompts['val']} validation prompts; "
+            f"setup {self.setup}: {self.prompts['train']} train / {self.prompts['val']} validation prompts (split by "
+            f"{self.split_by}); "
             f"labels train {lc['train']['important']} important / {lc['train']['unimportant']} unimportant, "
             f"val {lc['val']['important']} / {lc['val']['unimportant']}",
             f"chosen C {self.chosen_c:.3g}: validation ROC-AUC {self.val_roc_auc:.4f} (train {self.train_roc_auc:.4f})",
@@ -102,6 +125,7 @@ def train_judge(
     c_grid: tuple[float, ...] | list[float] = DEFAULT_C_GRID,
     max_important_accept: float = DEFAULT_MAX_IMPORTANT_ACCEPT,
     val_fraction: float = 0.1,
+    split_by: str = "prompt",
     drop_nonfinite: bool = False,
     num_quantiles: int = 101,
     max_iter: int = 1000,
@@ -123,7 +147,9 @@ def train_judge(
         Default-threshold rule: the largest threshold whose validation important-accept rate
         (accepted important / all important) is at most this.
     val_fraction : float
-        Fraction of the prompts held out for validation.
+        Fraction of the prompts (or templates) held out for validation.
+    split_by : str
+        The validation split's unit: ``"prompt"`` or ``"template"`` (module docstring).
     drop_nonfinite : bool
         Drop rows holding NaN/inf features (counted in the report) instead of raising.
     num_quantiles : int
@@ -153,11 +179,11 @@ def train_judge(
     if not c_grid or any(c <= 0 for c in c_grid):
         raise ValueError(f"c_grid must be non-empty and positive, got {list(c_grid)}")
 
-    train, val = split_by_prompt(fs.prompt_index, val_fraction, seed)
+    train, val = split_by_group(split_groups(fs, split_by), val_fraction, seed, split_by)
     y_train, y_val = fs.labels[train].astype(np.int64), fs.labels[val].astype(np.int64)
     for name, y in (("training", y_train), ("validation", y_val)):
         if y.min() == y.max():
-            raise ValueError(f"the {name} prompts hold only {'important' if y[0] else 'unimportant'} labels, so "
+            raise ValueError(f"the {name} {split_by}s hold only {'important' if y[0] else 'unimportant'} labels, so "
                              f"ROC-AUC is undefined: mine more prompts or try another --seed")
     scaler = StandardScaler(copy=False)  # float32 throughout: sklearn's lbfgs keeps float32 inputs float32
     X_train = scaler.fit_transform(fs.features[train].astype(np.float32))  # [M_train, F]
@@ -176,7 +202,7 @@ def train_judge(
     frontier = sweep_thresholds(val_probs, y_val, num_quantiles)
     threshold = choose_threshold(frontier, max_important_accept)["threshold"]
     report = TrainReport(
-        setup=fs.setup, seed=seed, val_fraction=val_fraction,
+        setup=fs.setup, seed=seed, val_fraction=val_fraction, split_by=split_by,
         prompts={"train": int(np.unique(fs.prompt_index[train]).size), "val": int(np.unique(fs.prompt_index[val]).size)},
         label_counts={"train": {"important": int(y_train.sum()), "unimportant": int((1 - y_train).sum())},
                       "val": {"important": int(y_val.sum()), "unimportant": int((1 - y_val).sum())}},

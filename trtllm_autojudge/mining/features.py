@@ -100,8 +100,9 @@ def record_features(target: LanguageModel, draft: LanguageModel, record: dict, s
 
 def extract_features(target: LanguageModel, draft: LanguageModel, records: list[dict], setup: str = ALL_BLOCKS,
                      task: str = "", progress: bool = True) -> FeatureSet:
-    """A FeatureSet over every label of ``records`` (prompt_index = the record's index)."""
-    feats, labels, prompt_index, position = [], [], [], []
+    """A FeatureSet over every label of ``records`` (prompt_index = the record's index; template_index
+    = the record's ``template``, -1 where it has none)."""
+    feats, labels, prompt_index, position, template_index = [], [], [], [], []
     for i, rec in enumerate(tqdm(records, desc="features", unit="prompt", disable=not progress, file=sys.stderr)):
         if not rec["labels"]:
             continue
@@ -109,6 +110,7 @@ def extract_features(target: LanguageModel, draft: LanguageModel, records: list[
         labels += [int(lab[1]) for lab in rec["labels"]]
         prompt_index += [i] * len(rec["labels"])
         position += [int(lab[0]) for lab in rec["labels"]]
+        template_index += [-1 if rec.get("template") is None else int(rec["template"])] * len(rec["labels"])
     if not feats:
         raise ValueError("the label file holds no labels: mine more prompts (or check the checker)")
     x = np.concatenate(feats)
@@ -117,4 +119,4 @@ def extract_features(target: LanguageModel, draft: LanguageModel, records: list[
     dtype = getattr(target, "dtype", None)
     return FeatureSet(x, np.asarray(labels), np.asarray(prompt_index), np.asarray(position), setup,
                       draft.hidden_size, target.hidden_size, getattr(draft, "name", ""), getattr(target, "name", ""), task,
-                      dtype_name(dtype) if dtype is not None else "float32")
+                      dtype_name(dtype) if dtype is not None else "float32", np.asarray(template_index))

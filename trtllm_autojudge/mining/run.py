@@ -115,7 +115,10 @@ def mine_prompts(
     bar = tqdm(total=len(todo), desc=f"mining (rank {rank}/{size})" if size > 1 else "mining", unit="prompt",
                disable=not progress, file=sys.stderr)
 
+    templates = {str(p[0]): (p[2] or {}).get("template_id") for p in prompts}  # the template split's unit (train)
+
     def on_record(rec: dict) -> None:
+        rec.setdefault("template", templates.get(str(rec["id"])))
         append_record(shard, rec)
         stats["prompts"] += 1
         stats["labels"] += len(rec["labels"])
