@@ -45,12 +45,12 @@ def certificate(**changes) -> Certificate:
                   question_ids=["a", "b", "c"], answers_changed=0, answer_change_bound=upper_bound(0, 348),
                   max_answer_change=0.01, gold_losses=0, gold_drop_bound=upper_bound(0, 348), max_gold_drop=0.01,
                   confidence=0.95, task="gsm8k-program", dtype="bfloat16", k=16, tree=None, max_new_tokens=320,
-                  pair="t-d")
+                  pair="t-d", veto=[])
     return Certificate(**{**fields, **changes})
 
 
 RUN = dict(task="gsm8k-program", dtype="bfloat16", k=16, tree=None, max_new_tokens=320, pair="t-d", threshold=0.01,
-           max_judged=None)
+           max_judged=None, veto=[])
 
 
 def test_certificate_round_trip_and_where_it_applies():
@@ -60,8 +60,9 @@ def test_certificate_round_trip_and_where_it_applies():
     assert c.mismatches(**{**RUN, "pair": None}) == []  # no fingerprint to compare: the rest decides
     assert c.mismatches(**{**RUN, "dtype": "float32", "k": 8}) == ["dtype float32 (certified: bfloat16)",
                                                                   "k 8 (certified: 16)"]
-    assert c.mismatches(**{**RUN, "threshold": 0.02, "max_judged": 2, "pair": "x-y"}) == [
-        "threshold 0.02 (certified: 0.01)", "max_judged 2 (certified: None)", "pair x-y (certified: t-d)"]
+    assert c.mismatches(**{**RUN, "threshold": 0.02, "max_judged": 2, "pair": "x-y", "veto": ["digits"]}) == [
+        "threshold 0.02 (certified: 0.01)", "max_judged 2 (certified: None)", "veto ['digits'] (certified: [])",
+        "pair x-y (certified: t-d)"]
     assert c.overlap(["b", "z", "c"]) == 2 and c.overlap([]) == 0
     line = c.summary()
     assert "answers changed <= 0.86%" in line and "0 changed and 0 gold losses in 348 calibration questions" in line

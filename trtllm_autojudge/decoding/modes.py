@@ -22,6 +22,7 @@ import torch
 
 from ..judge.head import JudgeHead
 from ..judge.lookahead import node_lookahead
+from ..judge.veto import veto_table
 from .acceptance import Acceptance
 from .rules import (check_threshold, judge_relaxed, limit_judged, mtp_relaxed, threshold_logit, topk_relaxed,
                     typical_relaxed)
@@ -66,6 +67,8 @@ class JudgeRule:
 
     ``max_judged`` (None: no limit) caps the judged acceptances of one response: once a response has
     that many, the rest of it is decoded losslessly (:func:`.rules.limit_judged` within a cycle).
+    A judge file with a token veto (:mod:`..judge.veto`) never has its verdict asked on a mismatch
+    whose draft or target token is vetoed: such a node is rejected at every threshold.
     """
 
     def __init__(self, head: JudgeHead, threshold: float | None = None, max_judged: int | None = None):
@@ -79,6 +82,7 @@ class JudgeRule:
         check_threshold(self.threshold, 1)  # here, not per cycle: a cycle without a mismatch never reaches judge_relaxed
         self.cut = float(threshold_logit(self.threshold))
         self.max_judged = max_judged
+        self._veto: np.ndarray | None = None  # [V] bool, built at the first cycle (the vocabulary size is the logits')
         self.needs_draft_hidden = head.needs_draft_hidden
         self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
         self.w, self.c = head.folded()
@@ -105,7 +109,7 @@ class JudgeRule:
         relaxed = np.zeros((1, ctx.tree.num_nodes + 1), bool)
         ctx.judge_margin = (-np.inf, np.inf)
         remaining = None if self.max_judged is None else self.max_judged - ctx.judged_so_far
-        nodes = ctx.mismatches()  # the only nodes whose verdict the walk reads
+        nodes = self.judgeable(ctx, ctx.mismatches())  # the only nodes whose verdict the walk reads
         if len(nodes) == 0 or (remaining is not None and remaining <= 0):
             return relaxed
         logits = self.judge_logits(ctx, nodes)  # [1, N+1]
@@ -114,6 +118,16 @@ class JudgeRule:
             relaxed = limit_judged(relaxed, ctx.parents, remaining)
         ctx.judge_margin = self.margin(logits[0], nodes, relaxed[0], ctx.tree)
         return relaxed
+
+    def judgeable(self, ctx: VerifyContext, nodes: np.ndarray) -> np.ndarray:  # [M] -> [M'] int64
+        """The mismatching ``nodes`` whose draft and target tokens are both outside the judge's veto."""
+        veto = self.head.meta.get("veto")
+        if not veto or len(nodes) == 0:
+            return nodes
+        if self._veto is None:
+            self._veto = veto_table(veto, ctx.target_logits.shape[-1])
+        draft, target = ctx.draft_tokens[0, nodes - 1], ctx.target_argmax[ctx.parents[0, nodes]]
+        return nodes[~(self._veto[draft] | self._veto[target])]
 
     def margin(self, logits: np.ndarray, nodes: np.ndarray, relaxed: np.ndarray, tree: DraftTree) -> tuple[float, float]:
         """(lo, hi) of one cycle (module docstring) over the judged ``nodes`` ([M], ascending) whose
@@ -130,8 +144,9 @@ class JudgeRule:
 
     @property
     def fusable(self) -> bool:
-        """Whether ``torch.ops.autojudge.accept`` implements this judge (setups DT and DD-DT)."""
-        return self.head.setup in ("DT", "DD-DT")
+        """Whether ``torch.ops.autojudge.accept`` implements this judge (setups DT and DD-DT, without a
+        token veto or a per-response limit)."""
+        return self.head.setup in ("DT", "DD-DT") and not self.head.meta.get("veto") and self.max_judged is None
 
     def accept_fused(self, ctx: VerifyContext, paths: np.ndarray) -> Acceptance:
         """Judge + path walk in one ``torch.ops.autojudge.accept`` call (CUDA kernel or C++ host core)."""

@@ -42,8 +42,8 @@ from ..data.sources import add_problem_args, load_problems
 from ..judge.head import JudgeHead
 from ..tasks import add_task_args, task_from_args
 from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
-from .common import (add_decoding_args, draft_tree, judge_path, judge_record, judge_thresholds, load_judge_file,
-                     question_set, questions_from)
+from .common import (add_decoding_args, apply_veto, draft_tree, judge_path, judge_record, judge_thresholds,
+                     load_judge_file, question_set, questions_from)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
                          f"{math.ceil(needed / 70) + 1} ..., or --variants-per-template), or raise the budgets")
     target, draft, tokenizer = load_pair(args, task)
     judge_file = judge_path(args, required=True, task=task)
-    judge = load_judge_file(judge_file, target, draft)
+    judge = apply_veto(load_judge_file(judge_file, target, draft), args.veto, tokenizer)
     candidates = judge_thresholds(args.thresholds, judge, CALIBRATION_HARM_CAPS)
     if args.thresholds.strip() == "auto":
         candidates.append(judge.threshold)
@@ -179,7 +179,8 @@ def main(argv: list[str]) -> int:
         max_answer_change=args.max_answer_change, gold_losses=best["gold_losses"],
         gold_drop_bound=best["gold_drop_bound"], max_gold_drop=args.max_gold_drop, confidence=CONFIDENCE,
         task=task.name, dtype=dtype_name(target.dtype), k=args.k if args.tree is None else None, tree=args.tree,
-        max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft))
+        max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft),
+        veto=judge.meta.get("veto", {}).get("classes", []))
     compact = {"label_threshold": label_threshold, "command": record["command"],
                "candidates": [{k: r[k] for k in ("threshold", "certified", "questions", "answers_changed", "gold_losses",
                                                  "vs_lossless")} for r in rows]}

@@ -104,6 +104,7 @@ class Certificate:
     tree: str | None  # static trees (branching per depth)
     max_new_tokens: int
     pair: str  # pair_fingerprint of the models calibrated with
+    veto: list[str]  # the judge's token veto classes (judge/veto.py; [] for none)
 
     def as_meta(self) -> dict:
         return asdict(self)
@@ -122,6 +123,7 @@ class Certificate:
     def summary(self) -> str:
         """One line a user reads: what is certified, on what."""
         limit = "" if self.max_judged is None else f", at most {self.max_judged} judged acceptances per response"
+        limit += f", {'/'.join(self.veto)} vetoed" if self.veto else ""
         where = self.question_set.get("questions") or (f"{self.question_set.get('split')} templates, seed "
                                                         f"{self.question_set.get('seed')}")
         return (f"threshold {self.threshold:g}{limit}: answers changed <= {self.answer_change_bound:.2%} and gold drop "
@@ -131,10 +133,10 @@ class Certificate:
                 f"{'K = ' + str(self.k) if self.tree is None else 'tree ' + self.tree}, {self.max_new_tokens} new tokens)")
 
     def mismatches(self, *, task: str, dtype: str, k: int | None, tree: str | None, max_new_tokens: int,
-                   pair: str | None, threshold: float, max_judged: int | None) -> list[str]:
+                   pair: str | None, threshold: float, max_judged: int | None, veto: list[str]) -> list[str]:
         """How a run differs from what was certified; empty when the certificate applies to it."""
         mine = {"task": task, "dtype": dtype, "k": k if tree is None else None, "tree": tree,
-                "max_new_tokens": max_new_tokens, "threshold": threshold, "max_judged": max_judged}
+                "max_new_tokens": max_new_tokens, "threshold": threshold, "max_judged": max_judged, "veto": veto}
         if pair is not None:
             mine["pair"] = pair
         out = []

@@ -21,8 +21,9 @@ from ..mining.store import read_records, unimportant_map
 from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
 from .certificate import Certificate
-from .common import (add_decoding_args, certificate_lines, draft_tree, judge_certificate, judge_path, judge_record,
-                     judge_thresholds, load_judge_file, question_set, questions_from, refuse_calibration_questions)
+from .common import (add_decoding_args, apply_veto, certificate_lines, draft_tree, judge_certificate, judge_path,
+                     judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
+                     refuse_calibration_questions)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
@@ -90,7 +91,7 @@ def main_eval(argv: list[str]) -> int:
         refuse_calibration_questions(Certificate.from_meta(JudgeHead.load(judge_file).meta.get("certificate")),
                                      [problem_id(p.question) for p in problems], "eval")
     target, draft, tokenizer = load_pair(args, task)
-    judge = None if judge_file is None else load_judge_file(judge_file, target, draft)
+    judge = apply_veto(None if judge_file is None else load_judge_file(judge_file, target, draft), args.veto, tokenizer)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
     certificate, mismatches = judge_certificate(judge, target, draft, task, args.k if args.tree is None else None,

@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from ..backends.dtype import dtype_name
 from ..backends.loading import EMBEDDED_TARGETS
+from ..backends.vocab_subset import tokenizer_fingerprint
 from ..data.problem import Problem
 from ..decoding.tree import DraftTree
 from ..judge.frontier import choose_threshold
 from ..judge.head import JudgeHead
+from ..judge.veto import VETO_CLASSES, veto_record
 from ..mining.cli import problem_id
 from ..tasks import Task
 from ..tasks.base import ASSETS
@@ -26,6 +29,9 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge", default=None,
                    help="judge file (default: the task's shipped judge when the embedded pair is used)")
     g.add_argument("--max-new-tokens", type=int, default=256)
+    g.add_argument("--veto", default=None, metavar="CLASSES",
+                   help=f"token classes the judge never accepts a mismatch on, comma-separated ({', '.join(VETO_CLASSES)}; "
+                        "judge/veto.py): added to the judge file's own veto")
 
 
 def draft_tree(args: argparse.Namespace) -> DraftTree:
@@ -130,7 +136,8 @@ def judge_certificate(judge: JudgeHead | None, target, draft, task: Task, k: int
         return None, []
     return certificate, certificate.mismatches(
         task=task.name, dtype=dtype_name(target.dtype), k=k, tree=tree, max_new_tokens=max_new_tokens,
-        pair=pair_fingerprint(target, draft), threshold=certificate.threshold, max_judged=certificate.max_judged)
+        pair=pair_fingerprint(target, draft), threshold=certificate.threshold, max_judged=certificate.max_judged,
+        veto=judge.meta.get("veto", {}).get("classes", []))
 
 
 def certificate_lines(certificate: Certificate | None, mismatches: list[str]) -> str:
@@ -151,3 +158,15 @@ def refuse_calibration_questions(certificate: Certificate | None, qids: list[str
         raise SystemExit(f"{verb}: {overlap} of the {len(qids)} questions are calibration questions of the judge's "
                          f"certificate ({certificate.question_set}): report on questions disjoint from them "
                          f"(python build_scripts/heldout_questions.py --exclude CALIBRATION.jsonl ...)")
+
+
+def apply_veto(judge: JudgeHead | None, text: str | None, tokenizer) -> JudgeHead | None:
+    """``judge`` with the token classes of ``--veto`` (comma-separated) added to its own veto."""
+    if judge is None or not text:
+        return judge
+    classes = sorted({c.strip() for c in text.split(",") if c.strip()} | set(judge.meta.get("veto", {}).get("classes", ())))
+    try:
+        veto = veto_record(tokenizer, classes, tokenizer_fingerprint(tokenizer))
+    except ValueError as e:
+        raise SystemExit(f"--veto {text!r}: {e}") from None
+    return replace(judge, meta={**judge.meta, "veto": veto})

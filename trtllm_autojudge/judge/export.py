@@ -34,6 +34,9 @@ def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
         return (f"the TensorRT plugin computes setups {sorted(PLUGIN_FEATURE_SETUPS)} only (lookahead blocks, "
                 f"{', '.join(LOOKAHEAD_BLOCKS)}, only the Python rule computes), this judge has setup {head.setup}: "
                 f"train with --setup DT or DD-DT")
+    if fmt in ("plugin", "vllm") and head.meta.get("veto"):
+        return (f"the {fmt} format has no token veto (classes {head.meta['veto']['classes']}), which this judge's "
+                f"certified default relies on; only the Python rule applies it")
     if fmt == "vllm" and head.setup != "DT":
         return (f"the research code's vLLM JudgeConfig takes setup DT only (the target's hidden state), this judge "
                 f"has setup {head.setup}: train with --setup DT")

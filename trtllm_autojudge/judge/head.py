@@ -114,11 +114,13 @@ class JudgeHead:
         return features.astype(np.float64) @ w.astype(np.float64) + c
 
     def fingerprint(self) -> str:
-        """16 hex digits of SHA-256 over what decides the verdicts (setup, sizes, weights, threshold):
+        """16 hex digits of SHA-256 over what decides the verdicts (setup, sizes, weights, threshold, veto):
         results record it, so a later run can tell which judge made them."""
         h = hashlib.sha256(f"{self.setup}|{self.draft_hidden}|{self.target_hidden}|{self.threshold!r}".encode())
         for a in (self.coef, self.mean, self.scale, np.float32(self.intercept)):  # as the file stores them
             h.update(a.tobytes())
+        if self.meta.get("veto"):  # a token veto (judge/veto.py) decides verdicts too
+            h.update(np.asarray(self.meta["veto"]["token_ids"], np.int64).tobytes())
         return h.hexdigest()[:16]
 
     def describe(self) -> dict:
