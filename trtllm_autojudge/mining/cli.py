@@ -6,11 +6,16 @@ import hashlib
 import json
 import sys
 
+from ..backends.dtype import dtype_name
 from ..backends.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
+from ..decoding.modes import JudgeRule
+from ..decoding.tree import DraftTree
+from ..judge.head import JudgeHead
 from ..tasks import add_task_args, task_from_args
 from .miner import MiningConfig
 from .mpi import world
+from .on_policy import OnPolicyMiner
 from .run import DEFAULT_WINDOWS, LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts, parse_windows
 
 
@@ -46,6 +51,13 @@ def main(argv: list[str]) -> int:
                    help="window sizes of the lookup regenerators: a window starts at MIN tokens, doubles after a fully "
                         f"accepted one up to MAX, and drops to MIN after a rejection (default {DEFAULT_WINDOWS}; docs/mining.md)")
     p.add_argument("--trtllm-max-seq-len", type=int, default=4096, help="max_seq_len of the TensorRT-LLM target")
+    g = p.add_argument_group("on-policy labels (mining/on_policy.py)")
+    g.add_argument("--on-policy", default=None, metavar="JUDGE",
+                   help="label the acceptances of this judge file along its own decoding, instead of the target's "
+                        "response's mismatches (the regeneration options above do not apply)")
+    g.add_argument("--on-policy-threshold", type=float, default=None,
+                   help="the judge's threshold while decoding (default: the file's own)")
+    g.add_argument("--k", type=int, default=16, help="chain draft of the on-policy decoding: K tokens per cycle (default 16)")
     add_model_args(p)
     add_problem_args(p, split="train", variants=2)
     args = p.parse_args(argv)
@@ -55,6 +67,14 @@ def main(argv: list[str]) -> int:
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     config = MiningConfig(args.max_new_tokens, not args.no_early_stop, not args.no_cache_reuse,
                           args.speculation_depth, args.skip_unlikely)
+    prompts = [(problem_id(pr.question), task.prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
+    if args.on_policy is not None:
+        miner = on_policy_miner(args, target, draft, task, decode)
+        stats = mine_prompts(miner, prompts, args.out, max_minutes=args.max_minutes)
+        if world()[0] == 0:
+            print(f"labelled {stats['labels']} judged acceptances of {stats['prompts']} prompts, "
+                  f"{stats['unimportant_share']:.0%} unimportant", file=sys.stderr)
+        return 0
     regenerator = None
     if args.regenerator == "trtllm":
         if args.target in EMBEDDED_TARGETS:
@@ -69,7 +89,6 @@ def main(argv: list[str]) -> int:
         miner = make_miner(target, draft, task.checker, decode, config, args.batch_size, regenerator)
     except ValueError as e:
         raise SystemExit(f"mine: {e}") from None
-    prompts = [(problem_id(pr.question), task.prompt_ids(tokenizer, pr.question), pr.to_json()) for pr in problems]
     stats = mine_prompts(miner, prompts, args.out, max_minutes=args.max_minutes)
     if world()[0] == 0:
         print(f"mined {stats['labels']} labels from {stats['prompts']} prompts: {stats['labels_per_minute']:.1f} labels/min, "
@@ -78,3 +97,15 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"out": args.out, **{k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}},
                          indent=1), file=sys.stdout)
     return 0
+
+
+def on_policy_miner(args: argparse.Namespace, target, draft, task, decode) -> OnPolicyMiner:
+    """The on-policy miner of ``--on-policy JUDGE`` (refusing a judge made for other models)."""
+    try:
+        judge = JudgeHead.load(args.on_policy, draft_hidden=draft.hidden_size, target_hidden=target.hidden_size,
+                               draft_model=draft.name, target_model=target.name, dtype=dtype_name(target.dtype))
+        rule = JudgeRule(judge, args.on_policy_threshold)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"mine --on-policy {args.on_policy}: {e}") from None
+    return OnPolicyMiner(target, draft, task.checker, decode, rule, DraftTree.chain(args.k), args.max_new_tokens,
+                         dtype_name(target.dtype))
