@@ -10,9 +10,11 @@ kept where the target wanted another) gets a class from its line of the emitted 
 or ``code`` (the line starts with ``#`` before the swap), and ``digit`` when either token holds a
 digit. For each class it prints how many acceptances fell in responses whose final answer stayed the
 lossless one and in responses whose answer changed, and how many responses of each kind hold at
-least one; then every changed response's swaps in context (target token -> draft token). Classes
-whose share among the changed responses' swaps is far above their share among the kept ones are
-where the judge's harm concentrates.
+least one; then how many responses changed their answer by their number of judged acceptances
+(does harm grow faster than the acceptances, as swaps that compound would make it?); then every
+changed response's swaps in context (target token -> draft token). Classes whose share among the
+changed responses' swaps is far above their share among the kept ones are where the judge's harm
+concentrates.
 """
 from __future__ import annotations
 
@@ -60,11 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     swaps = collections.Counter()  # (class, kept|changed) -> acceptances
     responses = collections.Counter()  # (class, kept|changed) -> responses holding one
     totals = collections.Counter()  # kept|changed -> responses
+    by_count = collections.Counter()  # (judged acceptances, kept|changed) -> responses
     shown = []
     for r in mine:
         fate = "kept" if checker.same(r["answer"], lossless[r["qid"]]["answer"]) else "changed"
         totals[fate] += 1
         classes = [swap_class(tokenizer, r["tokens"], i, d, t) for i, d, t in r["judged_tokens"]]
+        by_count[(len(classes), fate)] += 1
         for c in classes:
             swaps[(c, fate)] += 1
         for c in set(classes):
@@ -83,11 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     for row in table:
         print(f"{row['class']:<16}{row['swaps_kept']:>12}{row['swaps_changed']:>15}{row['responses_kept']:>16}"
               f"{row['responses_changed']:>19}")
+    counts = sorted({n for n, _ in by_count})
+    print(f"\n{'judged acceptances':<20}{'responses':>10}{'changed':>9}")
+    for n in counts:
+        print(f"{n:<20}{by_count[(n, 'kept')] + by_count[(n, 'changed')]:>10}{by_count[(n, 'changed')]:>9}")
     print("\n".join(shown))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"runs": args.runs.name, "spec": args.spec, "responses": dict(totals),
-                                        "classes": table}, indent=1))
+                                        "classes": table,
+                                        "by_judged_acceptances": [{"judged": n, "kept": by_count[(n, "kept")],
+                                                                   "changed": by_count[(n, "changed")]} for n in counts]},
+                                       indent=1))
     return 0
 
 
