@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..backends.dtype import dtype_name
-from ..backends.loading import EMBEDDED_TARGETS
 from ..data.problem import Problem
 from ..decoding.tree import DraftTree
 from ..judge.frontier import choose_threshold
 from ..judge.head import JudgeHead
 from ..mining.cli import problem_id
+from ..models.dtype import dtype_name
+from ..models.loading import EMBEDDED_TARGETS
 from ..tasks import Task
 from ..tasks.base import ASSETS
 from .certificate import Certificate, pair_fingerprint

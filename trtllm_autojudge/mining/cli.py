@@ -6,8 +6,8 @@ import hashlib
 import json
 import sys
 
-from ..backends.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
+from ..models.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..tasks import add_task_args, task_from_args
 from .miner import MiningConfig
 from .mpi import world
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
     if args.regenerator == "trtllm":
         if args.target in EMBEDDED_TARGETS:
             raise SystemExit("--regenerator trtllm loads the target from a checkpoint folder: give --target PATH")
-        from ..backends.regen_trtllm import TrtllmRegenerator
+        from ..generation.regen_trtllm import TrtllmRegenerator
 
         regenerator = TrtllmRegenerator.from_checkpoint(args.target, args.trtllm_max_seq_len)
     try:
