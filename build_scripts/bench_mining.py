@@ -35,12 +35,12 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.miner import MiningConfig  # noqa: E402
 from trtllm_autojudge.mining.run import DEFAULT_WINDOWS, local_regenerator, make_miner, mine_prompts, parse_windows  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
+from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 

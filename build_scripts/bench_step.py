@@ -8,20 +8,20 @@
 
 Layouts (each a copy of the same target), bfloat16:
 - ``linear``: transformers' ``nn.Linear`` as loaded;
-- ``packed``: every linear's weight laid out once for oneDNN (``backends/cpu_linear.py``);
+- ``packed``: every linear's weight laid out once for oneDNN (``kernels/cpu_linear.py``);
 - ``stacked``: packed, and each layer's q/k/v and gate/up projections stacked into one matmul each
-  (``backends/sibling_linear.py``): what ``load_pair`` builds.
+  (``kernels/sibling_linear.py``): what ``load_pair`` builds.
 
 float32:
 - ``linear``: transformers' ``nn.Linear`` (``--cpu-linear torch``);
-- ``rows``: the row-invariant kernel up to 8 rows (``backends/row_linear.py``): what ``load_pair``
+- ``rows``: the row-invariant kernel up to 8 rows (``kernels/row_linear.py``): what ``load_pair``
   builds by default.
 
 The bf16 layouts give bit-identical logits, the float32 ones logits equal up to rounding (checked
 here on a 100-token forward and on one step). Reported: the median wall
 time of a one-token step and of a ``K + 1``-token verify after a 100-token prefix, one forward of
 each layout in turn so drift hits them alike; the same layout's matmuls alone (every linear once on
-a random one-row input); the roofline bound of ``backends/roofline.py``; and the time to merely read
+a random one-row input); the roofline bound of ``kernels/roofline.py``; and the time to merely read
 every weight once (``roofline.read_seconds``), the floor of any kernel.
 """
 from __future__ import annotations
@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from trtllm_autojudge.backends.cpu_linear import PackedLinear, can_pack, pack_linears  # noqa: E402
-from trtllm_autojudge.backends.dtype import DTYPES  # noqa: E402
-from trtllm_autojudge.backends.roofline import copy_bandwidth, read_seconds, weight_bytes  # noqa: E402
-from trtllm_autojudge.backends.row_linear import RowLinear, use_row_linears  # noqa: E402
-from trtllm_autojudge.backends.sibling_linear import SiblingLinear, fuse_siblings  # noqa: E402
-from trtllm_autojudge.backends.transformers_backend import TransformersLM  # noqa: E402
+from trtllm_autojudge.kernels.cpu_linear import PackedLinear, can_pack, pack_linears  # noqa: E402
+from trtllm_autojudge.kernels.roofline import copy_bandwidth, read_seconds, weight_bytes  # noqa: E402
+from trtllm_autojudge.kernels.row_linear import RowLinear, use_row_linears  # noqa: E402
+from trtllm_autojudge.kernels.sibling_linear import SiblingLinear, fuse_siblings  # noqa: E402
+from trtllm_autojudge.models.dtype import DTYPES  # noqa: E402
+from trtllm_autojudge.models.transformers_backend import TransformersLM  # noqa: E402
 
 LAYOUTS = {torch.bfloat16: ("linear", "packed", "stacked"), torch.float32: ("linear", "rows")}
 
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
         raise SystemExit("bench_step --dtype bfloat16 needs a CPU torch build with oneDNN bf16: there is no packed "
                          "layout to compare (give --dtype float32)")
     torch.set_num_threads(args.threads)
-    from trtllm_autojudge.backends.embedded import load_target
+    from trtllm_autojudge.models.embedded import load_target
     from trtllm_autojudge.tasks import load_task
 
     adapter = load_task(args.task).shipped_model_path("adapter") if args.target == "tuned" else None

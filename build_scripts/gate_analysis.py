@@ -31,13 +31,13 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
 from trtllm_autojudge.data.comment_noise import is_comment  # noqa: E402
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.evaluation.trajectory import record_replays, replay_chain  # noqa: E402
 from trtllm_autojudge.mining.cached_lm import CachedLM  # noqa: E402
 from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
+from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 

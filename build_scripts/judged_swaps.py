@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="also write the counts as JSON here")
     p.add_argument("--quiet", action="store_true", help="counts only, no swaps in context")
     args = p.parse_args(argv)
-    from trtllm_autojudge.backends.embedded import load_tokenizer
+    from trtllm_autojudge.models.embedded import load_tokenizer
 
     runs = read_records(args.runs, required=("spec", "qid"))[0]
     lossless = {r["qid"]: r for r in runs if r["spec"] == "lossless"}

@@ -12,7 +12,7 @@ through the embedded tokenizer) and keeps the end-of-turn token, then the most f
 tokens, then the most frequent question tokens (names and items are copied into answers), then the
 lowest ids (BPE merge order) up to ``--size``. It logs the share of response tokens the subset
 covers on training and on EVALUATION-template variants (held out). The size (2048) and K = 2 were
-chosen by ``build_scripts/scan_draft.py`` (docs/cpu.md). See trtllm_autojudge/backends/vocab_subset.py.
+chosen by ``build_scripts/scan_draft.py`` (docs/cpu.md). See trtllm_autojudge/models/vocab_subset.py.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from transformers import AutoConfig  # noqa: E402
 
-from trtllm_autojudge.backends.embedded import ASSETS, converted_checkpoint, load_tokenizer  # noqa: E402
-from trtllm_autojudge.backends.vocab_subset import most_frequent, tokenizer_fingerprint  # noqa: E402
+from trtllm_autojudge.models.embedded import ASSETS, converted_checkpoint, load_tokenizer  # noqa: E402
+from trtllm_autojudge.models.vocab_subset import most_frequent, tokenizer_fingerprint  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
 
 log = logging.getLogger("make_draft_vocab")

@@ -29,7 +29,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from trtllm_autojudge.backends.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.cli import main as cli  # noqa: E402
 from trtllm_autojudge.judge.frontier import DEFAULT_MAX_IMPORTANT_ACCEPT  # noqa: E402
 from trtllm_autojudge.judge.head import JudgeHead, parse_setup  # noqa: E402
@@ -38,6 +37,7 @@ from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.features import ALL_BLOCKS  # noqa: E402
 from trtllm_autojudge.mining.run import DEFAULT_WINDOWS, LOCAL_REGENERATORS  # noqa: E402
 from trtllm_autojudge.mining.store import append_record, read_records, repair_tail, write_gzip  # noqa: E402
+from trtllm_autojudge.models.dtype import CHOICES  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 

@@ -23,14 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from make_draft_vocab import token_counts  # noqa: E402
 
-from trtllm_autojudge.backends.cpu_linear import pack_linears  # noqa: E402
-from trtllm_autojudge.backends.loading import add_model_args, load_pair  # noqa: E402
-from trtllm_autojudge.backends.vocab_subset import SubsetHead, most_frequent, tokenizer_fingerprint  # noqa: E402
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
 from trtllm_autojudge.decoding.modes import JudgeRule  # noqa: E402
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 from trtllm_autojudge.evaluation.common import load_judge, questions_from  # noqa: E402
+from trtllm_autojudge.kernels.cpu_linear import pack_linears  # noqa: E402
+from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
+from trtllm_autojudge.models.vocab_subset import SubsetHead, most_frequent, tokenizer_fingerprint  # noqa: E402
 
 log = logging.getLogger("scan_draft")
 

@@ -9,7 +9,7 @@ Reproduces the shipped drafts (``assets/draft.safetensors`` and, for the target 
     python build_scripts/train_draft.py [--task T ...] --measure  # alpha, cost per token, accepted tokens per cycle
 
 The draft is the tuned target's first ``--layers`` decoder layers with the target's embeddings and
-LM head (see trtllm_autojudge/backends/embedded_draft.py). Training data: the task's responses (worked
+LM head (see trtllm_autojudge/models/embedded_draft.py). Training data: the task's responses (worked
 solutions, or programs) to fresh variants of the TRAINING templates (seed ``--seed``), teacher-forced through the tuned target; the
 draft learns the target's greedy token at every response position (cross-entropy on the target's
 argmax), through LoRA factors on its layers and full norm weights. ``--comment-noise S`` perturbs the
@@ -34,18 +34,18 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
-from trtllm_autojudge.backends.embedded import load_target  # noqa: E402
 from trtllm_autojudge.cache_dir import cache_root  # noqa: E402
-from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, save_checkpoint  # noqa: E402
-from trtllm_autojudge.backends.embedded_draft import cut_model, load_draft  # noqa: E402
-from trtllm_autojudge.backends.lora import attach_lora, save_adapter  # noqa: E402
 from trtllm_autojudge.data.batches import make_batches, pad_batch  # noqa: E402
 from trtllm_autojudge.data.comment_noise import noisy_problems  # noqa: E402
-from trtllm_autojudge.tasks import load_task  # noqa: E402
-from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
+from trtllm_autojudge.models.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
+from trtllm_autojudge.models.embedded import load_target  # noqa: E402
+from trtllm_autojudge.models.embedded_draft import cut_model, load_draft  # noqa: E402
+from trtllm_autojudge.models.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, save_checkpoint  # noqa: E402
+from trtllm_autojudge.models.lora import attach_lora, save_adapter  # noqa: E402
+from trtllm_autojudge.tasks import load_task  # noqa: E402
+from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 
 log = logging.getLogger("train_draft")
 TRAIN_KEYS = ("teacher", "layers", "per_template", "seed", "rank", "alpha", "lr", "batch", "epochs", "warmup")

@@ -36,14 +36,14 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trtllm_autojudge.backends.batch_generate import batched_greedy  # noqa: E402
-from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
-from trtllm_autojudge.backends.embedded import load_base, load_target  # noqa: E402
 from trtllm_autojudge.cache_dir import cache_root  # noqa: E402
-from trtllm_autojudge.backends.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, response_loss, save_checkpoint, token_weights  # noqa: E402
-from trtllm_autojudge.backends.lora import adapter_metadata, adapter_tensors, attach_lora, load_factors, save_adapter  # noqa: E402
 from trtllm_autojudge.data.batches import batch_examples  # noqa: E402
 from trtllm_autojudge.data.comment_noise import noisy_problems  # noqa: E402
+from trtllm_autojudge.generation.batch_generate import batched_greedy  # noqa: E402
+from trtllm_autojudge.models.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
+from trtllm_autojudge.models.embedded import load_base, load_target  # noqa: E402
+from trtllm_autojudge.models.finetune import EMBEDDED_TASK_DTYPES, load_checkpoint, lr_at, response_loss, save_checkpoint, token_weights  # noqa: E402
+from trtllm_autojudge.models.lora import adapter_metadata, adapter_tensors, attach_lora, load_factors, save_adapter  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
 from trtllm_autojudge.tasks.base import ASSETS  # noqa: E402
 

@@ -34,7 +34,7 @@ trtllm-autojudge build-engines --draft_model_dir "$DRAFT" --target_model_dir "$T
 python examples/gsm8k_prompts.py write --tokenizer_dir "$TARGET" --out "$WORK/lossless.jsonl" --threshold 0
 python examples/gsm8k_prompts.py write --tokenizer_dir "$TARGET" --out "$WORK/judged.jsonl" ${THRESHOLD:+--threshold "$THRESHOLD"}
 for run in lossless judged; do
-  python -m trtllm_autojudge.backends.trtllm_runner --draft_engine_dir "$WORK/engines/draft" \
+  python -m trtllm_autojudge.trt.runner.engines --draft_engine_dir "$WORK/engines/draft" \
       --target_engine_dir "$WORK/engines/target" --tokenizer_dir "$TARGET" --prompts_file "$WORK/$run.jsonl" \
       --max_new_tokens 384 --output "$WORK/$run.results.jsonl"
   echo "$run: $(python examples/gsm8k_prompts.py score "$WORK/$run.results.jsonl")"

@@ -3,7 +3,7 @@
     python examples/pytorch_backend_llm_api.py --target TARGET --draft DRAFT --judge judge.safetensors [--threshold 0.3]
 
 The judge replaces TorchSampler's greedy draft acceptance in this process
-(trtllm_autojudge/backends/pytorch_backend_sampler.py). Not run on the project's machines.
+(trtllm_autojudge/trt/pytorch/sampler.py). Not run on the project's machines.
 The DraftTargetDecodingConfig field that names the draft model is `speculative_model` in the
 sources read (older 1.x releases spelled it differently: check yours).
 """
@@ -25,7 +25,7 @@ def main() -> None:
     from tensorrt_llm import LLM, SamplingParams
     from tensorrt_llm.llmapi import DraftTargetDecodingConfig
 
-    from trtllm_autojudge.backends.pytorch_backend_sampler import enable_autojudge
+    from trtllm_autojudge.trt.pytorch.sampler import enable_autojudge
 
     stats = enable_autojudge(args.judge, threshold=args.threshold)
     llm = LLM(model=args.target, disable_overlap_scheduler=True, cuda_graph_config=None,

@@ -17,7 +17,7 @@ trtllm-autojudge build-engines --route stock --draft_model_dir "$DRAFT" --target
     --depth 8 ${THRESHOLD:+--threshold "$THRESHOLD"}
 
 # N ranks in leader mode: rank 0 enqueues, the executor runs all N (docs/deploy.md: why they agree).
-mpirun -n "$N" $MPI_FLAGS python -m trtllm_autojudge.backends.trtllm_runner \
+mpirun -n "$N" $MPI_FLAGS python -m trtllm_autojudge.trt.runner.engines \
     --draft_engine_dir "$WORK/engines/draft" --target_engine_dir "$WORK/engines/target" --tokenizer_dir "$TARGET" \
     --prompt "A train travels 60 km in 45 minutes. How far does it go in 2 hours at that speed?" \
     --max_new_tokens 128 --kv_cache_fraction 0.4

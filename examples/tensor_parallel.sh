@@ -15,7 +15,7 @@ trtllm-autojudge build-engines --draft_model_dir "$DRAFT" --target_model_dir "$T
     --plugin_lib "$PLUGIN" --output_dir "$WORK" --tp_size "$N"
 
 # N ranks; --check_ranks compares every cycle's decision across ranks (docs/deploy.md: why they agree).
-mpirun -n "$N" $MPI_FLAGS python -m trtllm_autojudge.backends.trtllm_runner \
+mpirun -n "$N" $MPI_FLAGS python -m trtllm_autojudge.trt.runner.engines \
     --draft_engine_dir "$WORK/engines/draft" --target_engine_dir "$WORK/engines/target" --tokenizer_dir "$TARGET" \
     --prompt "A train travels 60 km in 45 minutes. How far does it go in 2 hours at that speed?" \
     --threshold 0.3 --max_new_tokens 128 --check_ranks

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from trtllm_autojudge.backends.protocol import ForwardOutput
+from trtllm_autojudge.models.protocol import ForwardOutput
 
 
 class PositionalLM:

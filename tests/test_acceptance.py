@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trtllm_autojudge.decoding.acceptance import PAD, accept_tree
 from trtllm_autojudge.decoding.rules import judge_relaxed, threshold_logit
 from trtllm_autojudge.decoding.tree import DraftTree, node_parents
+from trtllm_autojudge.spec.acceptance import PAD, accept_tree
 
 
 def chain(k):

@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from tiny_models import tiny_pair
-from trtllm_autojudge.backends.roofline import Roofline, copy_bandwidth, step_seconds, weight_bytes
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.bench import run_bench
 from trtllm_autojudge.evaluation.runner import Question
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.kernels.roofline import Roofline, copy_bandwidth, step_seconds, weight_bytes
 
 
 def test_weight_bytes_counts_tied_tensors_once():

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from tiny_models import tiny_pair
-from trtllm_autojudge.backends.cpu_linear import PackedLinear, can_pack
-from trtllm_autojudge.backends.roofline import read_seconds
-from trtllm_autojudge.backends.row_linear import RowLinear
-from trtllm_autojudge.backends.sibling_linear import SiblingLinear
+from trtllm_autojudge.kernels.cpu_linear import PackedLinear, can_pack
+from trtllm_autojudge.kernels.roofline import read_seconds
+from trtllm_autojudge.kernels.row_linear import RowLinear
+from trtllm_autojudge.kernels.sibling_linear import SiblingLinear
 from test_row_linear import kernel
 
 STEP = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "bench_step.py"))

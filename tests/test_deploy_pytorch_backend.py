@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from tiny_models import EOS, VOCAB, tiny_pair
-from trtllm_autojudge.backends.pytorch_backend import (JudgeScorer, accept_requests, batch_paths,
-                                                       generation_row_offsets, node_row_index, step_tokens)
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.speculative import propose, speculative_generate, verify
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.trt.pytorch.backend import (JudgeScorer, accept_requests, batch_paths,
+                                                  generation_row_offsets, node_row_index, step_tokens)
 
 
 

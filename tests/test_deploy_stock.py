@@ -247,7 +247,7 @@ def test_stock_loop_refuses_what_a_draft_target_engine_cannot_return(pair64):
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("tensorrt_llm") is not None, reason="tensorrt_llm installed")
 def test_run_engines_without_tensorrt_llm_says_what_is_missing(capsys):
-    from trtllm_autojudge.backends.trtllm_runner import main
+    from trtllm_autojudge.trt.runner.engines import main
 
     assert main(["--draft_engine_dir", "d", "--target_engine_dir", "t", "--tokenizer_dir", "k", "--prompt", "x"]) == 2
     assert "tensorrt-llm==1.2" in capsys.readouterr().err

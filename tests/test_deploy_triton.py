@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtllm_autojudge.decoding.acceptance import Acceptance
+from trtllm_autojudge.spec.acceptance import Acceptance
 from trtllm_autojudge.trt.runner.packing import chain_tree, pack_cycle
-from trtllm_autojudge.trt.triton.pbtxt import Enum, parameters, to_pbtxt
 from trtllm_autojudge.trt.triton.config import MODELS
+from trtllm_autojudge.trt.triton.pbtxt import Enum, parameters, to_pbtxt
 from trtllm_autojudge.trt.triton.stock import STOCK_MODELS, make_stock_repository
 from trtllm_autojudge.trt.triton.tensors import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
                                             tensors_to_cycle)

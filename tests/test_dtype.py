@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from tiny_models import tiny_pair
-from trtllm_autojudge.backends import dtype as dtype_mod
-from trtllm_autojudge.backends.dtype import CHOICES, dtype_name, resolve_dtype
-from trtllm_autojudge.backends.loading import add_model_args, load_pair
 from trtllm_autojudge.dtype_record import check_artifact_dtype
 from trtllm_autojudge.judge.dataset import FeatureSet
 from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.models import dtype as dtype_mod
+from trtllm_autojudge.models.dtype import CHOICES, dtype_name, resolve_dtype
+from trtllm_autojudge.models.loading import add_model_args, load_pair
 
 
 def test_auto_is_bf16_exactly_where_the_cpu_has_native_bf16(monkeypatch):

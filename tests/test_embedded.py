@@ -14,17 +14,17 @@ import pytest
 import torch
 
 from tiny_models import tiny_pair
-from trtllm_autojudge.backends import embedded
-from trtllm_autojudge.backends.embedded import (
-    CONVERTED_NAME, MARKER, TARGET_ADAPTER, converted_checkpoint, load_base, load_target, load_tokenizer,
-)
-from trtllm_autojudge.backends.embedded_draft import DRAFT_FILE, cut_model, draft_layers, load_draft
-from trtllm_autojudge.backends.lora import attach_lora, load_factors, merge_adapter, save_adapter
 from trtllm_autojudge.cache_dir import CACHE_ENV
 from trtllm_autojudge.data import original_problems, prompt_ids, training_ids, variant_problems
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.models import embedded
+from trtllm_autojudge.models.embedded import (
+    CONVERTED_NAME, MARKER, TARGET_ADAPTER, converted_checkpoint, load_base, load_target, load_tokenizer,
+)
+from trtllm_autojudge.models.embedded_draft import DRAFT_FILE, cut_model, draft_layers, load_draft
+from trtllm_autojudge.models.lora import attach_lora, load_factors, merge_adapter, save_adapter
 from trtllm_autojudge.tasks import Gsm8kCotTask
 
 @pytest.fixture(scope="session")
@@ -219,7 +219,7 @@ def test_embedded_pair_in_bf16_shares_the_head_and_warns_about_fp32_artefacts(ca
     import argparse
     import logging
 
-    from trtllm_autojudge.backends.loading import load_pair
+    from trtllm_autojudge.models.loading import load_pair
 
     monkeypatch.setenv(CACHE_ENV, cache)
     args = argparse.Namespace(target="tuned", draft="embedded", device="cpu", threads=None, dtype="bfloat16")
@@ -243,8 +243,8 @@ def test_embedded_pair_in_bf16_shares_the_head_and_warns_about_fp32_artefacts(ca
 def test_shipped_draft_vocab_keeps_lossless_exact(tuned):
     """The shipped GSM8K subset belongs to the embedded tokenizer; with it the draft proposes only
     subset tokens and lossless decoding still equals the target's greedy decoding (float32)."""
-    from trtllm_autojudge.backends.vocab_subset import SubsetHead, load_subset
     from trtllm_autojudge.decoding.speculative import propose
+    from trtllm_autojudge.models.vocab_subset import SubsetHead, load_subset
     from trtllm_autojudge.tasks import load_task
 
     target, tokenizer = tuned
@@ -267,8 +267,8 @@ def test_draft_vocab_option_refuses_a_file_of_another_tokenizer(cache, monkeypat
     import argparse
     from collections import Counter
 
-    from trtllm_autojudge.backends.loading import load_pair
-    from trtllm_autojudge.backends.vocab_subset import load_subset, most_frequent
+    from trtllm_autojudge.models.loading import load_pair
+    from trtllm_autojudge.models.vocab_subset import load_subset, most_frequent
 
     monkeypatch.setenv(CACHE_ENV, cache)
     tokenizer = load_tokenizer(cache)
@@ -296,7 +296,7 @@ def test_draft_option_takes_a_draft_file_of_this_project(cache, monkeypatch, tmp
     another target is refused with what to change."""
     import argparse
 
-    from trtllm_autojudge.backends.loading import load_pair
+    from trtllm_autojudge.models.loading import load_pair
     from trtllm_autojudge.tasks import load_task
 
     monkeypatch.setenv(CACHE_ENV, cache)

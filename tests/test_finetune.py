@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from trtllm_autojudge.backends.finetune import load_checkpoint, lr_at, response_loss, save_checkpoint, token_weights
+from trtllm_autojudge.models.finetune import load_checkpoint, lr_at, response_loss, save_checkpoint, token_weights
 
 
 def test_lr_warms_up_linearly_then_decays_to_zero():

@@ -8,10 +8,10 @@ from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from tiny_models import tiny_pair
-from trtllm_autojudge.backends import gqa_attention
-from trtllm_autojudge.backends.gqa_attention import NAME, reads_kv_in_place, sdpa_gqa_forward, use_gqa_sdpa
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.kernels import gqa_attention
+from trtllm_autojudge.kernels.gqa_attention import NAME, reads_kv_in_place, sdpa_gqa_forward, use_gqa_sdpa
 from test_vocab_subset import prompts
 
 

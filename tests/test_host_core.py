@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from trtllm_autojudge.decoding.acceptance import PAD, accept_tree
 from trtllm_autojudge.decoding.rules import judge_relaxed
 from trtllm_autojudge.decoding.tree import DraftTree
-from trtllm_autojudge.trt.plugin import packed_step
-from trtllm_autojudge.trt.plugin.packed_step import StepMismatch
+from trtllm_autojudge.spec import packed_step
+from trtllm_autojudge.spec.acceptance import PAD, accept_tree
+from trtllm_autojudge.spec.packed_step import StepMismatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import packed_steps  # noqa: E402
@@ -219,7 +219,7 @@ def test_score_rows_argmax_and_dot_product(core, dtype, vocab):
 
 # ---------------------------------------------------------------------------------------------
 # Logits mode: the packed-step segmentation and the rewrite, host core == Python reference
-# (trt/plugin/packed_step.py), and exact-match acceptance of the rewritten logits == judge acceptance.
+# (spec/packed_step.py), and exact-match acceptance of the rewritten logits == judge acceptance.
 
 def as_dtype(logits: np.ndarray, dtype: str) -> np.ndarray:
     return {"float32": logits, "float16": logits.astype(np.float16), "bfloat16": to_bf16_bits(logits)}[dtype]

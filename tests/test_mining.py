@@ -11,7 +11,7 @@ import torch
 from mpi_launch import mpirun
 from positional_lm import PositionalLM
 from tiny_models import VOCAB, tiny_pair
-from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
+from trtllm_autojudge.generation.regen_transformers import TransformersRegenerator
 from trtllm_autojudge.mining.fast import FastLabelMiner
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.run import mine_prompts

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from tiny_models import EOS, VOCAB, tiny_pair
-from trtllm_autojudge.backends.prompt_lookup import LookupWindows, common_prefix_len
-from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
-from trtllm_autojudge.backends.regeneration import Continuation, RegenerationRequest, Server, cut, serve
+from trtllm_autojudge.generation.prompt_lookup import LookupWindows, common_prefix_len
+from trtllm_autojudge.generation.regen_transformers import TransformersRegenerator
+from trtllm_autojudge.generation.regeneration import Continuation, RegenerationRequest, Server, cut, serve
 from trtllm_autojudge.mining.cached_lm import SessionRegenerator
 
 
@@ -246,7 +246,7 @@ def fake_trtllm(monkeypatch):
 
 
 def test_trtllm_backend_calls_the_llm_api_as_read(fake_trtllm):
-    from trtllm_autojudge.backends.regen_trtllm import TrtllmRegenerator
+    from trtllm_autojudge.generation.regen_trtllm import TrtllmRegenerator
 
     target, _ = tiny_pair(seed=3, dtype=torch.float64)
     backend = TrtllmRegenerator.from_checkpoint("ckpt/target", max_seq_len=512)
@@ -312,7 +312,7 @@ def test_lookup_draft_proposes_what_cannot_be_looked_up():
 def test_lookup_verifies_a_repeated_continuation_in_few_forwards():
     """A request branching off a sequence the target already continued greedily: the continuation
     after the branch point is looked up, so it costs a few forwards, not one per token."""
-    from trtllm_autojudge.backends.prompt_lookup import realign
+    from trtllm_autojudge.generation.prompt_lookup import realign
     from trtllm_autojudge.mining.lookup import LookupRegenerator
 
     target, _ = tiny_pair(seed=3, dtype=torch.float64)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from positional_lm import PositionalLM
 from test_mining import decode, tiny_prompts
 from tiny_models import EOS, tiny_pair
-from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
-from trtllm_autojudge.backends.regeneration import Continuation, ContextLengthError
+from trtllm_autojudge.generation.regen_transformers import TransformersRegenerator
+from trtllm_autojudge.generation.regeneration import Continuation, ContextLengthError
 from trtllm_autojudge.mining.cached_lm import SessionRegenerator
 from trtllm_autojudge.mining.fast import FastLabelMiner
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig

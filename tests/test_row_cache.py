@@ -8,9 +8,9 @@ import torch
 from transformers import DynamicCache
 
 from tiny_models import VOCAB, tiny_pair
-from trtllm_autojudge.backends.gqa_attention import use_gqa_sdpa
-from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
-from trtllm_autojudge.backends.row_cache import PackedRows, RowKV
+from trtllm_autojudge.generation.regen_transformers import TransformersRegenerator
+from trtllm_autojudge.kernels.gqa_attention import use_gqa_sdpa
+from trtllm_autojudge.kernels.row_cache import PackedRows, RowKV
 
 
 @torch.inference_mode()

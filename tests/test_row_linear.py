@@ -7,14 +7,14 @@ import pytest
 import torch
 from torch import nn
 
-import trtllm_autojudge.backends.row_linear as row_linear
+import trtllm_autojudge.kernels.row_linear as row_linear
 from tiny_models import tiny_pair
-from trtllm_autojudge.backends.loading import load_pair
-from trtllm_autojudge.backends.row_linear import (MAX_ROWS, RowLinear, RowLinearUnavailable, row_linear_extension,
-                                                  use_row_linears)
-from trtllm_autojudge.backends.vocab_subset import SubsetHead
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.kernels.row_linear import (MAX_ROWS, RowLinear, RowLinearUnavailable, row_linear_extension,
+                                                 use_row_linears)
+from trtllm_autojudge.models.loading import load_pair
+from trtllm_autojudge.models.vocab_subset import SubsetHead
 from test_vocab_subset import prompts, subset_of
 
 

@@ -5,10 +5,10 @@ import torch
 from torch import nn
 
 from tiny_models import tiny_pair
-from trtllm_autojudge.backends.cpu_linear import PackedLinear, can_pack, pack_linears
-from trtllm_autojudge.backends.sibling_linear import SiblingGroup, SiblingLinear, fuse_siblings
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.kernels.cpu_linear import PackedLinear, can_pack, pack_linears
+from trtllm_autojudge.kernels.sibling_linear import SiblingGroup, SiblingLinear, fuse_siblings
 from test_vocab_subset import prompts
 
 pytestmark = pytest.mark.skipif(not can_pack(torch.bfloat16, "cpu"), reason="no oneDNN bf16 here: it needs an AVX-512 CPU and a torch build with oneDNN")

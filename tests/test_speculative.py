@@ -6,12 +6,12 @@ import torch
 from greedy_check import NEAR_TIE, greedy_gaps
 from tiny_models import EOS, VOCAB, tiny_pair
 from trtllm_autojudge.decoding import speculative
-from trtllm_autojudge.decoding.acceptance import accept_tree
 from trtllm_autojudge.decoding.modes import JudgeRule, TopKRule, VerifyContext
 from trtllm_autojudge.decoding.rules import threshold_logit
 from trtllm_autojudge.decoding.speculative import greedy_generate, leaf_may_matter, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.spec.acceptance import accept_tree
 
 MAX_NEW = 40
 

@@ -241,8 +241,8 @@ def test_removed_checker_flag_says_what_to_use(capsys):
 
 
 def test_cot_task_keeps_todays_prompt_and_response():
-    from trtllm_autojudge.backends.embedded import load_tokenizer
     from trtllm_autojudge.data import original_problems, prompt_ids, training_ids
+    from trtllm_autojudge.models.embedded import load_tokenizer
 
     tokenizer, task = load_tokenizer(), Gsm8kCotTask()
     problem = original_problems("train")[0]
@@ -316,7 +316,7 @@ def test_mine_regenerator_lookup_batched_routes(toy_verbs, monkeypatch):
     """`mine --regenerator lookup --batch-size 2` builds the batched backend verifying looked-up windows;
     `lookup-draft` with a batch is refused with what to change."""
     import trtllm_autojudge.mining.cli as mine_cli
-    from trtllm_autojudge.backends.regen_transformers import TransformersRegenerator
+    from trtllm_autojudge.generation.regen_transformers import TransformersRegenerator
 
     tmp, _ = toy_verbs
     built = []

@@ -93,9 +93,12 @@ def test_trajectory_row_has_the_summary_columns():
 
     target, draft = tiny_pair(seed=4)
     rec = LabelMiner(target, draft, LastToken(), decode, MiningConfig(max_new_tokens=20)).mine([5, 9, 17], record_id=0)
-    row = trajectory_row([rec], draft, 4, {"gold_accuracy": 0.5, "tokens_per_cycle": 2.0})
+    lossless = {"gold_accuracy": 0.5, "gold_accuracy_lo": 0.2, "gold_accuracy_hi": 0.8, "tokens_per_cycle": 2.0}
+    row = trajectory_row([rec], draft, 4, lossless)
     assert set(row) == set(SUMMARY_COLUMNS) and row["vs_lossless"] == row["tokens_per_cycle"] / 2.0
     assert row["new_tokens"] == len(rec["final_ids"]) - 3 and row["gold_accuracy"] == 0.5
+    assert (row["gold_accuracy_lo"], row["gold_accuracy_hi"]) == (0.2, 0.8)  # the lossless run's gold, by construction
+    assert (row["answers_changed"], row["answer_change_bound"], row["agreement_lo"]) == (0, 0.0, 1.0)
     assert 1.0 <= row["tokens_per_cycle"] <= 5.0
 
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from tiny_models import VOCAB, tiny_pair
-from trtllm_autojudge.backends.vocab_subset import (
-    SubsetHead, VocabSubset, load_subset, most_frequent, reference_subset_logits, tokenizer_fingerprint,
-)
 from trtllm_autojudge.decoding.speculative import greedy_generate, propose, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.models.vocab_subset import (
+    SubsetHead, VocabSubset, load_subset, most_frequent, reference_subset_logits, tokenizer_fingerprint,
+)
 
 MAX_NEW = 40
 TREES = [DraftTree.chain(1), DraftTree.chain(4), DraftTree.chain(16), DraftTree.static([2, 2, 1]),

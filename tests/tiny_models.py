@@ -6,7 +6,7 @@ import copy
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from trtllm_autojudge.backends.transformers_backend import TransformersLM
+from trtllm_autojudge.models.transformers_backend import TransformersLM
 
 VOCAB = 96
 EOS = 2

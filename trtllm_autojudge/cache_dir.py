@@ -1,5 +1,5 @@
 """Where the project caches what it can remake: the converted embedded checkpoint
-(:mod:`.backends.embedded`), template-variant questions (:mod:`.data.question_cache`) and the
+(:mod:`.models.embedded`), template-variant questions (:mod:`.data.question_cache`) and the
 training scripts' work folders."""
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ VERBS = {
     "bench": ("trtllm_autojudge.evaluation.cli", "main_bench", "wall-clock: target-only vs lossless vs AutoJudge", "#5"),
     "build-plugin": ("build_scripts/build_plugin.py", "main", "build the CUDA/TensorRT plugin library (needs nvcc)", "#6"),
     "build-engines": ("build_scripts/build_engines.py", "main", "build TensorRT-LLM 1.2 draft/target engines with the plugin (--route context|stock)", "#7"),
-    "run-engines": ("trtllm_autojudge.backends.trtllm_runner", "main", "generate with built engines, either route (TensorRT-LLM 1.2, GPU host)", "#7"),
+    "run-engines": ("trtllm_autojudge.trt.runner.engines", "main", "generate with built engines, either route (TensorRT-LLM 1.2, GPU host)", "#7"),
     "make-triton-repo": ("build_scripts/make_triton_repo.py", "main", "write a Triton model repository for built engines (--route context|stock)", "#7"),
 }
 

@@ -12,15 +12,15 @@ import shutil
 import time
 from pathlib import Path
 
-from .backends.dtype import dtype_name
-from .backends.loading import add_model_args, load_pair
 from .decoding.tree import DraftTree
-from .evaluation.common import certificate_lines, judge_certificate, judge_thresholds, load_judge, questions_from
 from .evaluation.certificate import upper_bound
+from .evaluation.common import certificate_lines, judge_certificate, judge_thresholds, load_judge, questions_from
 from .evaluation.methods import OperatingPoint
 from .evaluation.plot import plot_frontier
 from .evaluation.runner import format_table, run_points, summarize, write_summary
 from .judge.head import JudgeHead
+from .models.dtype import dtype_name
+from .models.loading import add_model_args, load_pair
 from .tasks import add_task_args, task_from_args
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from .backends.loading import add_model_args, load_pair
 from .decoding.speculative import speculative_generate
 from .evaluation.common import add_decoding_args, draft_tree, load_judge
 from .evaluation.methods import OperatingPoint
+from .models.loading import add_model_args, load_pair
 from .tasks import add_task_args, task_from_args
 
 

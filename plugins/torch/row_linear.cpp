@@ -8,7 +8,7 @@
 //   then the K % 8 tail as scalar fused multiply-adds, then + bias.
 // So a token's output is bit-identical in a one-row call and in any multi-row call (tested). The
 // reference is torch.nn.functional.linear (equal up to float32 rounding, tested on random inputs).
-// trtllm_autojudge/backends/row_linear.py's RowLinear calls this for up to 8 rows and torch above
+// trtllm_autojudge/kernels/row_linear.py's RowLinear calls this for up to 8 rows and torch above
 // (a K = 16 verify is compute-bound here, where torch's GEMM is as fast); tests/test_row_linear.py.
 //
 // Written with GCC/Clang vector extensions and built for the host CPU (-march=native on x86-64,

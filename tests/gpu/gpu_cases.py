@@ -2,7 +2,7 @@
 
 Judge logits are kept at least ``MARGIN`` away from every cut (the threshold is put in a wide gap
 of the judge logits), so the kernels' float32 accumulation, in any order, takes the decisions of
-the float64 reference. Words as in trtllm_autojudge.decoding.acceptance.
+the float64 reference. Words as in trtllm_autojudge.spec.acceptance.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: packed_s
 
 import packed_steps  # noqa: E402
 
-from trtllm_autojudge.decoding.acceptance import Acceptance, accept_tree  # noqa: E402
 from trtllm_autojudge.decoding.rules import judge_relaxed  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
+from trtllm_autojudge.spec.acceptance import Acceptance, accept_tree  # noqa: E402
 
 MARGIN = 1e-3
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -23,7 +23,7 @@ import torch
 from ..judge.head import JudgeHead
 from ..judge.lookahead import node_lookahead
 from ..judge.veto import veto_table
-from .acceptance import Acceptance
+from ..spec.acceptance import Acceptance
 from .rules import (check_threshold, judge_relaxed, limit_judged, mtp_relaxed, threshold_logit, topk_relaxed,
                     typical_relaxed)
 from .tree import DraftTree

@@ -1,6 +1,6 @@
 """Relaxed rules: which MISMATCHING draft nodes may be accepted (the ``relaxed`` mask).
 
-Each rule returns ``relaxed[B, N+1]`` (bool) for :func:`.acceptance.accept_tree`; node 0 (the
+Each rule returns ``relaxed[B, N+1]`` (bool) for :func:`..spec.acceptance.accept_tree`; node 0 (the
 root) is always False. Exact matches are accepted by ``accept_tree`` itself, so a rule only
 decides the mismatches:
 

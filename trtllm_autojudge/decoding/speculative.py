@@ -1,6 +1,6 @@
 """Speculative decoding of one sequence: the draft proposes a tree, the target verifies it in one
-forward pass, and :func:`.acceptance.accept_tree` keeps the accepted prefix of the best path plus
-the correction token. Words as in :mod:`.acceptance`.
+forward pass, and :func:`..spec.acceptance.accept_tree` keeps the accepted prefix of the best path plus
+the correction token. Words as in :mod:`..spec.acceptance`.
 
 KV caches: each model's session has consumed ``tokens[:cached_len]``; the rest (at least the root)
 is PENDING and is fed at the start of the next forward. After a cycle the target keeps the cache
@@ -18,8 +18,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..backends.protocol import LanguageModel, ModelSession
-from .acceptance import Acceptance, accept_tree
+from ..models.protocol import LanguageModel, ModelSession
+from ..spec.acceptance import Acceptance, accept_tree
 from .modes import RelaxedRule, VerifyContext
 from .tree import DraftTree
 

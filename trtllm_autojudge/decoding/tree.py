@@ -1,6 +1,6 @@
 """Static draft trees (EAGLE/Medusa style) and the path / parent / mask views of them.
 
-A tree has nodes ``0..N``; node 0 is the root (see :mod:`.acceptance` for the vocabulary). Nodes
+A tree has nodes ``0..N``; node 0 is the root (see :mod:`..spec.acceptance` for the vocabulary). Nodes
 are numbered level by level, so a parent always has a lower index than its children, and the
 tree of ``K`` nodes in a line is the chain ``[0, 1, ..., K]``.
 """
@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .acceptance import PAD
+from ..spec.acceptance import PAD
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def node_parents(paths: np.ndarray) -> np.ndarray:
     """Parent of every node from the path rows.
 
     Args:
-        paths: [B, P, D+1] int, -1 padded (see :mod:`.acceptance`).
+        paths: [B, P, D+1] int, -1 padded (see :mod:`..spec.acceptance`).
     Returns:
         [B, N'+1] int32 with N' the largest node index seen; -1 for the root and unused nodes.
     Raises:

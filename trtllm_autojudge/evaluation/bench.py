@@ -6,7 +6,7 @@ machine's speed hits all modes alike; medians over repeats are reported.
 Beside wall clock, each mode's process CPU time is summed: on a shared machine, a process that waits
 for a core loses wall time but not CPU time, so with one thread (``--threads 1``) tokens per
 CPU-second are the steadier comparison. (With more threads CPU time also counts threads that spin.)
-Before the modes run, :func:`..backends.roofline.measure_roofline` times one target step against
+Before the modes run, :func:`..kernels.roofline.measure_roofline` times one target step against
 its memory-bandwidth bound.
 
 Each tokens/s ratio carries a paired bootstrap 95% interval over the questions (:mod:`.bootstrap`:
@@ -21,10 +21,10 @@ import time
 
 from tqdm import tqdm
 
-from ..backends.roofline import measure_roofline
 from ..decoding.modes import JudgeRule
 from ..decoding.speculative import greedy_generate, speculative_generate
 from ..decoding.tree import DraftTree
+from ..kernels.roofline import measure_roofline
 from .bootstrap import ratio_interval
 
 BASE_MODES = ("target-only", "lossless")

@@ -36,10 +36,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from ..backends.dtype import dtype_name
-from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..judge.head import JudgeHead
+from ..models.dtype import dtype_name
+from ..models.loading import add_model_args, load_pair
 from ..tasks import add_task_args, task_from_args
 from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
 from .common import (add_decoding_args, apply_veto, draft_tree, judge_path, judge_record, judge_thresholds,

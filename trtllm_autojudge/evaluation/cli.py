@@ -9,8 +9,6 @@ from pathlib import Path
 
 import torch
 
-from ..backends.dtype import dtype_name
-from ..backends.loading import add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..decoding.modes import JudgeRule
 from ..judge.head import JudgeHead
@@ -18,6 +16,8 @@ from ..mining.cli import problem_id
 from ..mining.miner import MiningConfig
 from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
+from ..models.dtype import dtype_name
+from ..models.loading import add_model_args, load_pair
 from ..tasks import add_task_args, task_from_args
 from .bench import run_bench
 from .certificate import Certificate

@@ -5,15 +5,15 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from ..backends.dtype import dtype_name
-from ..backends.loading import EMBEDDED_TARGETS
-from ..backends.vocab_subset import tokenizer_fingerprint
 from ..data.problem import Problem
 from ..decoding.tree import DraftTree
 from ..judge.frontier import choose_threshold
 from ..judge.head import JudgeHead
 from ..judge.veto import VETO_CLASSES, veto_record
 from ..mining.cli import problem_id
+from ..models.dtype import dtype_name
+from ..models.loading import EMBEDDED_TARGETS
+from ..models.vocab_subset import tokenizer_fingerprint
 from ..tasks import Task
 from ..tasks.base import ASSETS
 from .certificate import Certificate, pair_fingerprint

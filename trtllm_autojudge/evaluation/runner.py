@@ -23,13 +23,13 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from ..backends.protocol import LanguageModel
 from ..decoding.rules import threshold_logit
 from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
-from ..mining.checkers import TaskChecker
 from ..mining.store import append_record, read_records, repair_tail
+from ..models.protocol import LanguageModel
+from ..tasks.protocol import TaskChecker
 from .bootstrap import ratio_interval
 from .certificate import interval, upper_bound
 from .methods import OperatingPoint

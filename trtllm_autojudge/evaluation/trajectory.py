@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..backends.protocol import LanguageModel
 from ..mining.cached_lm import CachedLM
+from ..models.protocol import LanguageModel
 
 
 @dataclass

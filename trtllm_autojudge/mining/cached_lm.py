@@ -4,7 +4,7 @@ Label mining asks the same model about many sequences that share long prefixes (
 the response up to the current mismatch). :class:`CachedLM` keeps the tokens its cache holds and
 the model's argmax after each of them; a new sequence re-computes only what follows the longest
 common prefix. :class:`SessionRegenerator` serves regeneration requests with it, one at a time:
-the reference regeneration backend (:mod:`..backends.regeneration`).
+the reference regeneration backend (:mod:`..generation.regeneration`).
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..backends.protocol import LanguageModel
-from ..backends.regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
+from ..generation.regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
+from ..models.protocol import LanguageModel
 
 
 class CachedLM:

@@ -6,12 +6,12 @@ import hashlib
 import json
 import sys
 
-from ..backends.dtype import dtype_name
-from ..backends.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..data.sources import add_problem_args, load_problems
 from ..decoding.modes import JudgeRule
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
+from ..models.dtype import dtype_name
+from ..models.loading import EMBEDDED_TARGETS, add_model_args, load_pair
 from ..tasks import add_task_args, task_from_args
 from .miner import MiningConfig
 from .mpi import world
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
     if args.regenerator == "trtllm":
         if args.target in EMBEDDED_TARGETS:
             raise SystemExit("--regenerator trtllm loads the target from a checkpoint folder: give --target PATH")
-        from ..backends.regen_trtllm import TrtllmRegenerator
+        from ..generation.regen_trtllm import TrtllmRegenerator
 
         regenerator = TrtllmRegenerator.from_checkpoint(args.target, args.trtllm_max_seq_len)
     try:

@@ -7,7 +7,7 @@ batches everything queued (continuous batching on the transformers backend). Whe
 come in, every prompt whose awaited result is there moves on: it labels, queues its next
 regenerations, cancels the ones an unimportant label made useless, or hands over its record and
 makes room for the next prompt. Records are the same as :class:`.miner.LabelMiner`'s; see
-:mod:`..backends.regen_transformers` for when float32 batching can break a near-tie differently.
+:mod:`..generation.regen_transformers` for when float32 batching can break a near-tie differently.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Generator, Iterable, Sequence
 
-from ..backends.protocol import LanguageModel
-from ..backends.regeneration import Regeneration, RegenerationBackend, Server
+from ..generation.regeneration import Regeneration, RegenerationBackend, Server
+from ..models.protocol import LanguageModel
+from ..tasks.protocol import TaskChecker
 from .cached_lm import CachedLM
-from .checkers import TaskChecker
 from .miner import (Await, Drop, MiningConfig, Predict, Regenerate, TargetProbs, TargetScorer, mining_steps,
                     weights_dtype)
 

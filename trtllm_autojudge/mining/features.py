@@ -19,11 +19,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..backends.dtype import dtype_name
-from ..backends.protocol import LanguageModel
 from ..judge.dataset import FeatureSet
 from ..judge.head import parse_setup
 from ..judge.lookahead import LOOKAHEAD_BLOCKS, lookahead_scores
+from ..models.dtype import dtype_name
+from ..models.protocol import LanguageModel
 
 ALL_BLOCKS = "DD-DT-TD-TT"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..backends.loading import add_model_args, load_pair
+from ..models.loading import add_model_args, load_pair
 from ..tasks import add_task_args, task_from_args
 from .features import ALL_BLOCKS, extract_features
 from .store import read_records

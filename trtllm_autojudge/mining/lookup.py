@@ -5,8 +5,8 @@ sequences already computed.
 target, as :class:`~.cached_lm.SessionRegenerator` does, but proposes the next tokens from the
 owner's earlier sequences and verifies a window of them in one forward: speculative decoding with a
 text lookup as the draft, as in prompt-lookup decoding. The windows (reference, offset, re-alignment,
-window sizes) are :mod:`..backends.prompt_lookup`'s, shared with the batched lookup of
-:class:`..backends.regen_transformers.TransformersRegenerator`.
+window sizes) are :mod:`..generation.prompt_lookup`'s, shared with the batched lookup of
+:class:`..generation.regen_transformers.TransformersRegenerator`.
 
 With a ``draft`` model (``--regenerator lookup-draft``) the draft arbitrates every window: its
 greedy token after the sequence is computed first (one draft step, KV reused); when it equals the
@@ -23,14 +23,14 @@ the other way, as in lossless speculative decoding (float64: equal, tests/test_m
 """
 from __future__ import annotations
 
-from ..backends.protocol import LanguageModel
-from ..backends.prompt_lookup import LookupCursor, LookupWindows, References
-from ..backends.regeneration import RegenerationRequest
+from ..generation.prompt_lookup import LookupCursor, LookupWindows, References
+from ..generation.regeneration import RegenerationRequest
+from ..models.protocol import LanguageModel
 from .cached_lm import CachedLM, SessionRegenerator
 
 
 class LookupRegenerator(SessionRegenerator):
-    """A :class:`..backends.regeneration.RegenerationBackend`: the reference backend's greedy
+    """A :class:`..generation.regeneration.RegenerationBackend`: the reference backend's greedy
     continuations, a window of looked-up (or, with ``draft``, drafted) tokens verified per target forward.
 
     ``forward_calls`` counts the target forwards (verify passes and prefills), ``draft_forwarded``

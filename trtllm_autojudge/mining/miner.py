@@ -39,11 +39,11 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Callable, Generator, Sequence
 
-from ..backends.dtype import dtype_name
-from ..backends.protocol import LanguageModel
-from ..backends.regeneration import Regeneration, RegenerationBackend, RegenerationRequest, serve
+from ..generation.regeneration import Regeneration, RegenerationBackend, RegenerationRequest, serve
+from ..models.dtype import dtype_name
+from ..models.protocol import LanguageModel
+from ..tasks.protocol import TaskChecker
 from .cached_lm import CachedLM, SessionRegenerator
-from .checkers import TaskChecker
 
 IMPORTANT, UNIMPORTANT = 1, 0
 

@@ -34,7 +34,7 @@ from typing import Callable, Iterable, Sequence
 from ..decoding.modes import JudgeRule
 from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
-from .checkers import TaskChecker
+from ..tasks.protocol import TaskChecker
 
 
 class OnPolicyMiner:

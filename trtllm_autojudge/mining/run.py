@@ -10,7 +10,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from ..backends.prompt_lookup import LookupWindows
+from ..generation.prompt_lookup import LookupWindows
 from .fast import FastLabelMiner
 from .lookup import LookupRegenerator
 from .miner import LabelMiner, MiningConfig
@@ -43,7 +43,7 @@ def local_regenerator(name: str, target, draft, batch_size: int = 1, reuse_cache
     if name == "lookup-draft":
         raise ValueError("the lookup-draft regenerator serves one prompt at a time: use --batch-size 1, "
                          "or --regenerator lookup to batch prompts")
-    from ..backends.regen_transformers import TransformersRegenerator
+    from ..generation.regen_transformers import TransformersRegenerator
 
     return TransformersRegenerator(target, cache_bytes=2**31 if reuse_cache else 0, lookup=windows)
 
@@ -69,7 +69,7 @@ def make_miner(target, draft, checker, decode, config: MiningConfig, batch_size:
     if batch_size == 1 and config.depth == 1 and regenerator is None:
         return LabelMiner(target, draft, checker, decode, config)
     if regenerator is None:
-        from ..backends.regen_transformers import TransformersRegenerator
+        from ..generation.regen_transformers import TransformersRegenerator
 
         regenerator = TransformersRegenerator(target, cache_bytes=2**31 if config.reuse_cache else 0)
     return FastLabelMiner(target, draft, checker, decode, regenerator, config, batch_size)

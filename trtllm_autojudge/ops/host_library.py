@@ -2,7 +2,7 @@
 
 The host core runs the functions of ``plugins/include/autojudge/accept_core.h`` that the CUDA
 kernels run, so it is the CPU twin of the kernels and is tested against the Python reference
-(:mod:`trtllm_autojudge.decoding.acceptance`). Words as defined there: node, path, target argmax,
+(:mod:`trtllm_autojudge.spec.acceptance`). Words as defined there: node, path, target argmax,
 judged, accepted, correction token.
 
 Element types: float32 and float16 arrays as they are; bfloat16 as its raw bits in a uint16 array
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..decoding.acceptance import Acceptance
-from ..trt.plugin.packed_step import StepMismatch
+from ..spec.acceptance import Acceptance
+from ..spec.packed_step import StepMismatch
 from .build import cuda_toolchain_available, ensure_built
 
 ABI_VERSION = 2  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
@@ -185,7 +185,7 @@ class HostCore:
     def segment_step(self, last_token_ids, num_tokens: int, request_types, host_context_lengths
                      ) -> tuple[np.ndarray, np.ndarray]:
         """Logits mode: each sequence's first row and draft count (-1: refused), as
-        :func:`trtllm_autojudge.trt.plugin.packed_step.segment_step`.
+        :func:`trtllm_autojudge.spec.packed_step.segment_step`.
 
         Parameters
         ----------

@@ -8,7 +8,7 @@
 CPU tensors run the C++ host core (:mod:`.host_library`); CUDA tensors run the CUDA kernels
 through the extension of :mod:`.cuda_extension` (built on first use, GPU hosts only). Both run
 the functions of ``plugins/include/autojudge/accept_core.h``. Words as in
-:mod:`trtllm_autojudge.decoding.acceptance`.
+:mod:`trtllm_autojudge.spec.acceptance`.
 """
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
     """The target logits of a packed TensorRT-LLM step, rewritten for an exact-match decoder.
 
     ``torch.ops.autojudge.rewrite_logits``: the step is segmented into sequences by
-    ``request_types`` / ``host_context_lengths`` (:mod:`trtllm_autojudge.trt.plugin.packed_step`);
+    ``request_types`` / ``host_context_lengths`` (:mod:`trtllm_autojudge.spec.packed_step`);
     in each row whose draft child (the next row of the same sequence) mismatches the row's argmax
     and passes the judge, the draft token becomes the row's strict argmax; every other entry is
     copied (``plugins/README.md``, "Logits mode").

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..data.jsonl import load_jsonl
 from ..data.problem import Problem
 from ..data.prompt import chat_training_ids, prompt_ids
-from ..mining.checkers import TaskChecker
+from .protocol import TaskChecker
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 

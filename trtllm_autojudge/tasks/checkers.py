@@ -1,4 +1,4 @@
-"""The built-in tasks' checkers (the :class:`~trtllm_autojudge.mining.checkers.TaskChecker` interface).
+"""The built-in tasks' checkers (the :class:`~trtllm_autojudge.tasks.protocol.TaskChecker` interface).
 
 - :class:`GSM8KChecker`: strict ``#### N``, else the last number (lm-eval-harness conventions);
 - :class:`ProgramChecker`: executes the response as a Python program in the sandbox; the answer is

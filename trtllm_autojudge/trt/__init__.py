@@ -1,13 +1,16 @@
 """The TensorRT / TensorRT-LLM 1.2 engine path (docs/deploy.md), by concern:
 
 - :mod:`.plugin`: the AutoJudgeAccept plugin seen from Python: its contract, the fields read from a
-  judge file, loading the library, inserting it into a TensorRT network, and the packed-step rule of
-  its logits mode (the Python reference the host core and kernels are tested against);
+  judge file, loading the library, inserting it into a TensorRT network (the packed-step rule of its
+  logits mode, the Python reference the host core and kernels are tested against, is
+  :mod:`trtllm_autojudge.spec.packed_step`);
 - :mod:`.engine`: the engine model classes ``trtllm-build --model_cls_file`` loads, their config
   blocks and I/O specs, and the checkpoint conversion;
 - :mod:`.runner`: the loops that drive built engines (the context route's packed cycles and
-  reference engines, the stock route's executor draft-target loop, tensor-parallel agreement);
-- :mod:`.triton`: Triton model repositories for both routes.
+  reference engines, the stock route's executor draft-target loop, tensor-parallel agreement) and
+  the TensorRT-LLM engines themselves (:mod:`.runner.engines`, ``trtllm-autojudge run-engines``);
+- :mod:`.triton`: Triton model repositories for both routes;
+- :mod:`.pytorch`: the judge rule in TensorRT-LLM's PyTorch backend (``TorchSampler``).
 
 Two routes (docs/deploy.md says when to use which): ``context`` (a cache-free target engine that
 takes AutoJudge inputs and returns the accepted tokens; trees, per-request thresholds) and ``stock``

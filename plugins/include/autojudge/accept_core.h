@@ -1,7 +1,7 @@
 /*
  * The AutoJudge acceptance rule as __host__ __device__ functions: the C++ host core and the CUDA
  * kernels call exactly these, so both implement one rule. The specification is the Python
- * reference, trtllm_autojudge/decoding/acceptance.py (accept_tree) and rules.py (judge_relaxed);
+ * reference, trtllm_autojudge/spec/acceptance.py (accept_tree) and decoding/rules.py (judge_relaxed);
  * the words below are the words defined there.
  *
  *   node           one token of the draft tree; node 0 is the root (the last accepted token),

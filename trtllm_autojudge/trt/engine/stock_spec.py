@@ -5,7 +5,7 @@ draft_tokens_external``, the paged KV cache and packed input, with one change: b
 and the ``logits`` output sits AutoJudgeAccept in logits mode. The engine keeps every stock input
 and output, so the executor, ``ModelRunnerCpp`` and Triton's ``tensorrtllm`` backend drive it
 unchanged; the stock exact-match acceptance on the rewritten logits accepts exactly the
-judge-approved prefix (:mod:`trtllm_autojudge.trt.plugin.packed_step`).
+judge-approved prefix (:mod:`trtllm_autojudge.spec.packed_step`).
 
 Where the plugin's inputs come from (``DecoderModelForCausalLM.forward`` and ``prepare_inputs``
 of the 1.2 line; docs/deploy.md lists the files read): the logits and the LM head's input rows are

@@ -19,10 +19,10 @@ Accept mode (``output_mode = 0``), inputs in this order (``B`` sequences, ``N`` 
 ==  ================  ======================  =============================================
 
 Outputs: ``accepted_tokens [B, D+1]``, ``accepted_lens [B]``, ``best_path [B]``,
-``judged_count [B]`` (int32), with the meaning of :mod:`trtllm_autojudge.decoding.acceptance`.
+``judged_count [B]`` (int32), with the meaning of :mod:`trtllm_autojudge.spec.acceptance`.
 
 Logits mode (``output_mode = 1``), the stock engine tensors of one packed step (``L`` logits rows,
-``T`` tokens, ``S`` sequences; the rule is :mod:`.packed_step`):
+``T`` tokens, ``S`` sequences; the rule is :mod:`trtllm_autojudge.spec.packed_step`):
 
 ==  ====================  ==============  ===============================================
  #  name                  shape           meaning

@@ -1,4 +1,5 @@
 """Loops that drive built engines. Context route: :mod:`.packing` (cycle inputs, chain trees),
 :mod:`.drafts` / :mod:`.chain_drafter` (drafting on a draft engine), :mod:`.loop` (the loop),
 :mod:`.reference_engine` (the engines' CPU specification). Stock route: :mod:`.stock_loop` (the
-executor draft-target loop). Both: :mod:`.tp` / :mod:`.tp_pool` (tensor parallelism)."""
+executor draft-target loop). Both: :mod:`.tp` / :mod:`.tp_pool` (tensor parallelism), and :mod:`.engines` (the TensorRT-LLM
+engines the loops drive, and ``trtllm-autojudge run-engines``)."""

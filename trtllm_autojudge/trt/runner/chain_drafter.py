@@ -4,7 +4,7 @@
 of contexts with, per request, the generated tokens, the generation logits and (for a DD-DT
 judge) the hidden-state rows the TensorRT-LLM executor returns for an additional model output
 (:mod:`.draft_spec`). On a GPU host it is the executor
-(:class:`trtllm_autojudge.backends.trtllm_runner.ExecutorDraftEngine`); on CPU
+(:class:`trtllm_autojudge.trt.runner.engines.ExecutorDraftEngine`); on CPU
 :class:`.reference_engine.ReferenceDraftEngine`, so the same drafting code runs in the tests.
 
 One cycle: generate D tokens per request (the greedy chain; its logits give the top-W siblings),

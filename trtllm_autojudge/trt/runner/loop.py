@@ -15,9 +15,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ...decoding.acceptance import Acceptance
 from ...decoding.speculative import CycleMetrics, GenerationResult
 from ...decoding.tree import DraftTree
+from ...spec.acceptance import Acceptance
 from .packing import PackedCycle, pack_cycle
 
 

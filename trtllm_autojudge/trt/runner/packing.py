@@ -1,6 +1,6 @@
 """Pack one verification cycle into the AutoJudge target engine's inputs (pure NumPy).
 
-Words as in :mod:`trtllm_autojudge.decoding.acceptance`. A cycle of ``B`` requests with the draft
+Words as in :mod:`trtllm_autojudge.spec.acceptance`. A cycle of ``B`` requests with the draft
 tree ``tree`` (``N`` nodes, ``P`` paths, longest ``D``) becomes:
 
 - context ROWS: per request, one row ``prefix + tokens of one root-to-leaf path`` (paths cut at
@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ...decoding.acceptance import PAD
 from ...decoding.tree import DraftTree
+from ...spec.acceptance import PAD
 
 
 @dataclass

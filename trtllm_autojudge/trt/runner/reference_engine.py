@@ -3,7 +3,7 @@
 :class:`ReferenceTargetEngine` takes exactly the inputs of the AutoJudge target engine
 (:class:`.packing.PackedCycle`) and returns exactly its outputs: it runs every context row through
 the target, gathers the final-norm hidden state and logits at ``node_rows``, scores the judge and
-applies :func:`trtllm_autojudge.decoding.acceptance.accept_tree`. :class:`ReferenceDraftEngine`
+applies :func:`trtllm_autojudge.spec.acceptance.accept_tree`. :class:`ReferenceDraftEngine`
 returns what the draft engine returns through the executor: greedy tokens, generation logits and
 the hidden-state rows of the DD-DT draft engine's additional output (:mod:`.draft_spec`).
 :class:`ReferenceStockTarget` is the stock route's target engine inside the executor's draft-target
@@ -18,12 +18,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...backends.protocol import LanguageModel
-from ...decoding.acceptance import Acceptance, accept_tree
 from ...decoding.rules import judge_relaxed
 from ...judge.export import unsupported_reason
 from ...judge.head import JudgeHead
-from ..plugin import packed_step
+from ...models.protocol import LanguageModel
+from ...spec import packed_step
+from ...spec.acceptance import Acceptance, accept_tree
 from .chain_drafter import ChainTreeDrafter, DraftOutput
 from .packing import PackedCycle
 

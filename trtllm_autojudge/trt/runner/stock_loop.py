@@ -8,7 +8,7 @@ draft tokens and ``max_tokens = K + 1``. Its prefix's KV blocks are reused, so o
 tokens and the uncached tail are computed. The target engine's plugin has rewritten its logits, so
 the runtime's exact-match acceptance returns exactly the judge-approved prefix followed by one
 target token. A :class:`StockTarget` is that request on a GPU host
-(:class:`trtllm_autojudge.backends.trtllm_runner.ExecutorStockTarget`) or
+(:class:`trtllm_autojudge.trt.runner.engines.ExecutorStockTarget`) or
 :class:`.reference_engine.ReferenceStockTarget` on CPU.
 
 Metrics: accepted draft tokens per cycle (returned tokens - 1). The judged count is not observable:

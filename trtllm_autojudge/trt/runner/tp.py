@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...decoding.acceptance import Acceptance
+from ...spec.acceptance import Acceptance
 
 
 def acceptance_digest(acc: Acceptance) -> tuple:

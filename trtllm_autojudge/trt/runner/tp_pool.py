@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from ...decoding.acceptance import Acceptance
+from ...spec.acceptance import Acceptance
 from .packing import PackedCycle
 from .tp import check_rank_agreement
 
@@ -41,7 +41,7 @@ def load_factory(spec: str):
 
 def engine_verifier(rank: int, engine_dir: str):
     """Factory for the AutoJudge target engine (TensorRT-LLM 1.2, GPU ranks)."""
-    from ...backends.trtllm_runner import EngineTargetVerifier
+    from .engines import EngineTargetVerifier
 
     return EngineTargetVerifier(engine_dir, rank=rank)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...decoding.acceptance import Acceptance
+from ...spec.acceptance import Acceptance
 from ..runner.packing import PackedCycle
 
 # autojudge_target: one verification cycle in, the plugin's outputs back (no batch dimension).

@@ -2,7 +2,7 @@
 
 Inputs/outputs: :data:`trtllm_autojudge.trt.triton.tensors.CYCLE_TENSORS` ->
 :data:`~trtllm_autojudge.trt.triton.tensors.ACCEPTANCE_TENSORS`. The engine runs through
-``tensorrt_llm.runtime.Session`` (:class:`trtllm_autojudge.backends.trtllm_runner.EngineTargetVerifier`)
+``tensorrt_llm.runtime.Session`` (:class:`trtllm_autojudge.trt.runner.engines.EngineTargetVerifier`)
 on this instance's GPU, or, for an engine built with ``--tp_size N > 1``, on N MPI ranks this model
 spawns (:class:`trtllm_autojudge.trt.runner.tp_pool.SpawnedTargetPool`; start tritonserver under
 ``mpirun -n 1``).
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 
-from trtllm_autojudge.backends.trtllm_runner import EngineTargetVerifier
+from trtllm_autojudge.trt.runner.engines import EngineTargetVerifier
 from trtllm_autojudge.trt.runner.tp_pool import SpawnedTargetPool
-from trtllm_autojudge.trt.triton.tensors import CYCLE_TENSORS, acceptance_to_tensors, tensors_to_cycle
 from trtllm_autojudge.trt.triton.models._common import input_array, model_parameters
+from trtllm_autojudge.trt.triton.tensors import CYCLE_TENSORS, acceptance_to_tensors, tensors_to_cycle
 
 
 class TritonPythonModel:

@@ -1,6 +1,6 @@
 """Per-row KV caches for packed multi-row forwards: each row attends to its own entries only.
 
-Mining's batched regeneration (:mod:`.regen_transformers`) feeds every running row's tokens in one
+Mining's batched regeneration (:mod:`..generation.regen_transformers`) feeds every running row's tokens in one
 forward, packed into one sequence without padding. Each row keeps its keys and values in its own
 buffers (:class:`RowKV`), and the forward is told the layout (:class:`PackedRows`): the model's
 ``cache.update`` writes each row's new entries into that row's buffers, and the attention function

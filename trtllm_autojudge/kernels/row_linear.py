@@ -89,7 +89,7 @@ class RowLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., in] -> [..., out]
         if x.dtype != torch.float32 or self.weight.dtype != torch.float32 or x.device.type != "cpu":
             raise RuntimeError(f"RowLinear computes float32 on cpu, got {x.dtype} input and {self.weight.dtype} "
-                               f"weight on {x.device}: cast or move the model before loading it (backends/loading.load_pair)")
+                               f"weight on {x.device}: cast or move the model before loading it (models/loading.load_pair)")
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
             raise RuntimeError("RowLinear is for inference: run under torch.no_grad() or train an unreplaced model")
         rows = x.reshape(-1, self.in_features)  # [N, in]

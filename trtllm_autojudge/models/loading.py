@@ -7,12 +7,12 @@ compare drafts without replacing the shipped one. A PATH is a local transformers
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
 ``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
-(:mod:`.cpu_linear`: bit-identical outputs, about twice the weight bandwidth), and each layer's q/k/v
-and gate/up projections stacked into one packed matmul each (:mod:`.sibling_linear`: bit-identical too).
+(:mod:`..kernels.cpu_linear`: bit-identical outputs, about twice the weight bandwidth), and each layer's q/k/v
+and gate/up projections stacked into one packed matmul each (:mod:`..kernels.sibling_linear`: bit-identical too).
 float32 linears on a CPU run the project's row-invariant kernel at decoding steps of up to 8 rows
-(``--cpu-linear auto|rows|torch``, :mod:`.row_linear`: equal to torch's up to float32 rounding).
+(``--cpu-linear auto|rows|torch``, :mod:`..kernels.row_linear`: equal to torch's up to float32 rounding).
 Masked multi-token forwards on a CPU read the KV heads in place instead of copying them per query
-group (:mod:`.gqa_attention`: bit-identical as well).
+group (:mod:`..kernels.gqa_attention`: bit-identical as well).
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ import argparse
 from pathlib import Path
 
 from ..dtype_record import check_artifact_dtype
-from .cpu_linear import pack_linears
-from .gqa_attention import use_gqa_sdpa
-from .sibling_linear import fuse_siblings
+from ..kernels.cpu_linear import pack_linears
+from ..kernels.gqa_attention import use_gqa_sdpa
+from ..kernels.row_linear import CHOICES as CPU_LINEAR_CHOICES, RowLinearUnavailable, use_row_linears
+from ..kernels.sibling_linear import fuse_siblings
 from .dtype import CHOICES, dtype_name, resolve_dtype
-from .row_linear import CHOICES as CPU_LINEAR_CHOICES, RowLinearUnavailable, use_row_linears
 from .transformers_backend import TransformersLM
 
 EMBEDDED_TARGETS = ("tuned", "raw")

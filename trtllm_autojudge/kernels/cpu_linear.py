@@ -27,7 +27,7 @@ def check_input(module: nn.Module, x: torch.Tensor, packed: torch.Tensor) -> Non
     name = type(module).__name__
     if x.dtype != module.weight.dtype or module.weight.dtype != packed.dtype or x.device.type != "cpu":
         raise RuntimeError(f"{name} packed for {packed.dtype} on cpu got {x.dtype} on {x.device}: "
-                           "cast or move the model before packing it (backends/loading.load_pair)")
+                           "cast or move the model before packing it (models/loading.load_pair)")
     if torch.is_grad_enabled() and x.requires_grad:  # the packed op records no gradient
         raise RuntimeError(f"{name} is for inference: run under torch.no_grad() or train an unpacked model")
 

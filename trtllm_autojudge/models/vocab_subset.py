@@ -111,7 +111,7 @@ class SubsetHead(nn.Module):
     """The rows of an LM head for the subset's tokens: logits [T, V] float32, -inf outside the subset.
 
     Reads S x H weights per row instead of V x H (``rows``: an ``nn.Linear`` with the gathered
-    rows, which :func:`.cpu_linear.pack_linears` can pack). :func:`reference_subset_logits` is the reference.
+    rows, which :func:`..kernels.cpu_linear.pack_linears` can pack). :func:`reference_subset_logits` is the reference.
     """
 
     def __init__(self, lm_head: nn.Module, subset: VocabSubset):

@@ -5,7 +5,7 @@ computed recently for the same owner (a :class:`PrefixStore` entry: the prompt's
 earlier regeneration). The rest of its prefix but the last token is prefilled at batch 1, without
 padding. Then it joins the running batch (continuous batching): all rows decode together, their
 tokens packed into one sequence without padding, each with its own position ids; each row keeps
-its keys and values in its own buffers and attends to them only (:mod:`.row_cache`). Finished rows
+its keys and values in its own buffers and attends to them only (:mod:`..kernels.row_cache`). Finished rows
 leave, queued requests take their place.
 
 Without ``lookup`` every row feeds one token per step. With ``lookup``
@@ -27,11 +27,11 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
-from .gqa_attention import NAME as ROWS_ATTENTION, use_gqa_sdpa
+from ..kernels.gqa_attention import NAME as ROWS_ATTENTION, use_gqa_sdpa
+from ..kernels.row_cache import PackedRows, RowKV
+from ..models.transformers_backend import TransformersLM
 from .prompt_lookup import LookupCursor, LookupWindows, References, common_prefix_len
 from .regeneration import Continuation, RegenerationRequest, RequestQueue, model_context
-from .row_cache import PackedRows, RowKV
-from .transformers_backend import TransformersLM
 
 
 @dataclass
@@ -96,7 +96,7 @@ class Row:
 
 
 class TransformersRegenerator(RequestQueue):
-    """A :class:`.regeneration.RegenerationBackend` on a :class:`.transformers_backend.TransformersLM`.
+    """A :class:`.regeneration.RegenerationBackend` on a :class:`..models.transformers_backend.TransformersLM`.
 
     Continuous batching: queued requests join the running batch whenever there is room (at most
     ``max_rows`` rows), so the batch stays full while rows of different lengths finish.

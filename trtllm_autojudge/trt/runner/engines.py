@@ -1,7 +1,7 @@
 """Run the TensorRT-LLM 1.2 engines (``trtllm-autojudge run-engines``), on either route; the target
 engine's config says which (docs/deploy.md).
 
-``mpirun -n N python -m trtllm_autojudge.backends.trtllm_runner --draft_engine_dir ... \\
+``mpirun -n N python -m trtllm_autojudge.trt.runner.engines --draft_engine_dir ... \\
     --target_engine_dir ... --tokenizer_dir ... --prompt "..." [--threshold 0.3]``
 
 Stock route (a target built with ``build-engines --route stock``): the executor's draft-target
@@ -35,18 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..decoding.acceptance import Acceptance
-from ..decoding.tree import DraftTree
-from ..judge.head import JudgeHead
-from ..trt.runner.chain_drafter import ChainTreeDrafter, DraftOutput
-from ..trt.engine.draft_spec import RESULT_PREFIX, engine_hidden_output
-from ..trt.engine.io_spec import ENGINE_OUTPUTS, EngineBlock
-from ..trt.engine.stock_spec import StockBlock
-from ..trt.plugin.library import load_plugin_library
-from ..trt.runner.loop import DraftProposal, check_thresholds, engine_generate
-from ..trt.runner.packing import PackedCycle, chain_tree, engine_feed
-from ..trt.runner.stock_loop import stock_generate
-from ..trt.runner.tp import check_rank_agreement
+from ...decoding.tree import DraftTree
+from ...judge.head import JudgeHead
+from ...spec.acceptance import Acceptance
+from ..engine.draft_spec import RESULT_PREFIX, engine_hidden_output
+from ..engine.io_spec import ENGINE_OUTPUTS, EngineBlock
+from ..engine.stock_spec import StockBlock
+from ..plugin.library import load_plugin_library
+from .chain_drafter import ChainTreeDrafter, DraftOutput
+from .loop import DraftProposal, check_thresholds, engine_generate
+from .packing import PackedCycle, chain_tree, engine_feed
+from .stock_loop import stock_generate
+from .tp import check_rank_agreement
 
 
 def _require_tensorrt_llm():
@@ -251,7 +251,7 @@ class EngineTargetVerifier:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.backends.trtllm_runner",
+    ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.runner.engines",
                                  description="Speculative decoding with the AutoJudge TensorRT-LLM 1.2 engines")
     ap.add_argument("--draft_engine_dir", required=True)
     ap.add_argument("--target_engine_dir", required=True)

@@ -4,7 +4,7 @@ TensorRT-LLM's ``TorchSampler`` (``tensorrt_llm/_torch/pyexecutor/sampler.py``) 
 draft tokens of each generation request from its ``1 + draft_len`` logits rows (context requests'
 rows come first, then each generation request's, densely packed). Row ``n`` is the target's
 prediction for the child of node ``n`` (row 0: the root), the convention of
-:mod:`trtllm_autojudge.decoding.acceptance`. Chains compare ``py_draft_tokens`` one by one; trees
+:mod:`trtllm_autojudge.spec.acceptance`. Chains compare ``py_draft_tokens`` one by one; trees
 walk ``spec_tree_manager.get_eagle_paths(seq_slot)``: paths ``[P, D+1]`` rooted at node 0, -1
 padded, our convention too.
 
@@ -13,7 +13,7 @@ of the logits and of the LM head's input (the target's final-norm hidden states,
 and runs ``torch.ops.autojudge.accept`` (:mod:`trtllm_autojudge.ops.torch_ops`: CUDA kernels on a
 GPU, the C++ host core on CPU), or the Python reference when the op is not built.
 :func:`step_tokens` turns one request's result into the tokens to append and the ``new_tokens``
-row each belongs to. :mod:`.pytorch_backend_sampler` applies them inside TensorRT-LLM.
+row each belongs to. :mod:`.sampler` applies them inside TensorRT-LLM.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..decoding.acceptance import PAD, Acceptance, accept_tree
-from ..decoding.rules import judge_relaxed
-from ..judge.head import JudgeHead
+from ...decoding.rules import judge_relaxed
+from ...judge.head import JudgeHead
+from ...spec.acceptance import PAD, Acceptance, accept_tree
 
 
 @dataclass
@@ -101,7 +101,7 @@ def accept_requests(
     node_logits, node_hidden = logits[rows], hidden[rows]  # [B*(N+1), V], [B*(N+1), Ht]
     B, N = np.asarray(draft_tokens).shape
     if use_op:
-        from ..ops.torch_ops import accept
+        from ...ops.torch_ops import accept
 
         dev = logits.device
         as_int = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.int32, device=dev)  # noqa: E731

@@ -13,7 +13,7 @@ with greedy continuations, as many at a time as it can:
 Backends:
 
 - :class:`..mining.cached_lm.SessionRegenerator`: one request at a time over any
-  :class:`.protocol.LanguageModel` (the reference);
+  :class:`..models.protocol.LanguageModel` (the reference);
 - :class:`.regen_transformers.TransformersRegenerator`: continuous batching, reusing the KV cache
   of shared prefixes (CPU or CUDA);
 - :class:`.regen_trtllm.TrtllmRegenerator`: ``tensorrt_llm.LLM.generate`` with KV-cache block
@@ -106,7 +106,7 @@ class ContextLengthError(ValueError):
 
 
 def model_context(lm) -> int:
-    """The context length of a :class:`.protocol.LanguageModel` (unbounded for one without a config)."""
+    """The context length of a :class:`..models.protocol.LanguageModel` (unbounded for one without a config)."""
     config = getattr(getattr(lm, "model", None), "config", None)
     return int(getattr(config, "max_position_embeddings", None) or 2**62)
 

@@ -10,7 +10,7 @@ wraps three things in the current process:
 1. a forward pre-hook on every ``LMHead`` (``torch.nn.modules.module.register_module_forward_pre_hook``)
    keeps the LM head's input rows: the target's final-norm hidden states, one row per logits row;
 2. ``TorchSampler.sample_async``: after sampling, the greedy generation requests with draft tokens
-   are accepted in one call (:func:`~trtllm_autojudge.backends.pytorch_backend.accept_requests`:
+   are accepted in one call (:func:`~trtllm_autojudge.trt.pytorch.backend.accept_requests`:
    ``torch.ops.autojudge.accept`` on the step's logits and hidden rows, chains and ``eagle_paths``
    trees); each request keeps its result until ``update_requests``;
 3. ``TorchSampler.process_draft_tokens``: for a request with a result it writes each accepted draft
@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..judge.head import JudgeHead
-from .pytorch_backend import (JudgeScorer, accept_requests, batch_paths, generation_row_offsets, node_row_index,
-                              step_tokens)
+from ...judge.head import JudgeHead
+from .backend import (JudgeScorer, accept_requests, batch_paths, generation_row_offsets, node_row_index,
+                      step_tokens)
 
 
 @dataclass
