@@ -27,7 +27,9 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="trtllm-autojudge mine", description=__doc__)
     p.add_argument("--out", required=True, help="label file (JSONL, append-only; rerun to resume)")
     p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--no-early-stop", action="store_true", help="regenerate to EOS/budget (the plain algorithm)")
+    p.add_argument("--no-early-stop", action="store_true",
+                   help="regenerate to EOS/budget instead of stopping once the answer is fixed (the same labels: "
+                        "positions after a fixed answer are never labelled, unlike the research code; docs/design.md)")
     p.add_argument("--no-cache-reuse", action="store_true", help="recompute every prefix (the plain algorithm)")
     p.add_argument("--max-minutes", type=float, default=None,
                    help="start no new prompt after this many minutes (rerun to continue)")

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from decimal import Decimal
 from fractions import Fraction
 
-from ..data.answers import STRICT_RE, canonical_number, final_answer, same_answer
+from ..data.answers import STRICT_RE, canonical_number, final_answer, same_answer, strict_answer
 from .sandbox import Outcome, Sandbox
 
 CODE_BLOCK_RE = re.compile(r"```(?:python|py)?\n(.*?)(?:```|$)", re.S)
@@ -39,9 +39,10 @@ class GSM8KChecker:
 
     def is_final(self, text: str) -> bool:
         # the first "#### N" decides the answer; it is complete once a character that cannot
-        # continue the number follows it
+        # continue the number follows it. A first "#### X" without a digit fixes nothing: the
+        # answer then falls back to the last number in the text, which later text can change.
         match = STRICT_RE.search(text)
-        return match is not None and match.end() < len(text) and final_answer(text) is not None
+        return match is not None and match.end() < len(text) and strict_answer(text) is not None
 
     def same(self, a: str | None, b: str | None) -> bool:
         return (a is None and b is None) or same_answer(a, b)
