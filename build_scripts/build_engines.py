@@ -10,7 +10,9 @@ trtllm_autojudge/trt/engine/target_model_cls.py``); it takes chain trees (``--de
 see trtllm_autojudge/trt/runner/packing.py) and per-request thresholds, DT and DD-DT judges. For a
 DD-DT judge the draft is converted with ``--draft_hidden_output`` and built with
 ``--model_cls_file trtllm_autojudge/trt/engine/draft_model_cls.py`` (its last-token final-norm
-hidden states become an engine output) and room for a context that ends at a draft node.
+hidden states become an engine output) and room for a context that ends at a draft node. With
+``--width`` > 1 the draft is built with ``--gather_generation_logits`` (the leaf siblings come from
+its generation logits, which Triton's backend returns only from such an engine).
 
 ``--route stock``: the target is a stock ``--speculative_decoding_mode draft_tokens_external``
 engine (paged KV cache, block reuse through paged context FMHA, ``--max_draft_len D``) built with
@@ -116,6 +118,10 @@ def context_commands(args: argparse.Namespace, block: EngineBlock, block_file: P
         draft_build += ["--max_input_len", str(longest), "--max_seq_len", str(longest + 1)]
     else:
         draft_build += ["--max_input_len", str(args.max_input_len + args.max_new_tokens), "--max_seq_len", str(longest)]
+    if args.width > 1:
+        # The leaf siblings come from the draft's generation logits. The Triton backend never sets
+        # ExecutorConfig.gather_generation_logits, so only an engine built with the flag returns them.
+        draft_build.append("--gather_generation_logits")
     return [
         draft_convert,
         convert + ["--tp_size", str(args.tp_size), "--model_dir", str(Path(args.target_model_dir).resolve()),

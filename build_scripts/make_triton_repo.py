@@ -5,10 +5,11 @@
 preprocessing, postprocessing, tensorrt_llm_draft (stock tensorrtllm backend), autojudge_target and
 autojudge_bls (this package's Python models); see trtllm_autojudge/trt/triton/config.py.
 
-``--route stock``: add ``--backend_models_dir <tensorrtllm_backend>/all_models/inflight_batcher_llm``;
-writes tensorrtllm_backend's own preprocessing, postprocessing, tensorrt_llm (the stock-route target),
-tensorrt_llm_draft and tensorrt_llm_bls with the draft-target parameters filled in, no custom
-Python model; see trtllm_autojudge/trt/triton/stock.py.
+``--route stock``: add ``--backend_models_dir <TensorRT-LLM checkout>`` (or its
+``triton_backend/all_models/inflight_batcher_llm``); writes the TensorRT-LLM backend's own
+preprocessing, postprocessing, tensorrt_llm (the stock-route target), tensorrt_llm_draft and
+tensorrt_llm_bls with the draft-target parameters filled in, no custom Python model; see
+trtllm_autojudge/trt/triton/stock.py.
 
 Paths are written as given, made absolute: give the paths the Triton server will see.
 """
@@ -33,12 +34,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max_batch_size", type=int, default=8, help="in-flight batch of the engine models")
     ap.add_argument("--bls_instances", type=int, default=4, help="concurrent requests the BLS model serves")
     ap.add_argument("--kv_cache_fraction", type=float, default=0.4, help="GPU memory share of each engine's KV cache")
-    ap.add_argument("--backend_models_dir", help="stock route: tensorrtllm_backend's all_models/inflight_batcher_llm")
+    ap.add_argument("--backend_models_dir", help="stock route: the TensorRT-LLM checkout of the installed release, or "
+                    "its triton_backend/all_models/inflight_batcher_llm (the model templates)")
     ap.add_argument("--target_gpus", default="", help="stock route: gpu_device_ids of the target (e.g. 0,1 for TP 2)")
     ap.add_argument("--draft_gpus", default="", help="stock route: gpu_device_ids of the draft")
     args = ap.parse_args(argv)
     if args.route == "stock" and not args.backend_models_dir:
-        ap.error("--route stock needs --backend_models_dir: the stock models come from your tensorrtllm_backend checkout")
+        ap.error("--route stock needs --backend_models_dir: the stock models come from your TensorRT-LLM checkout's "
+                 "triton_backend/all_models/inflight_batcher_llm")
     if args.route == "context" and (args.backend_models_dir or args.target_gpus or args.draft_gpus):
         ap.error("--backend_models_dir / --target_gpus / --draft_gpus belong to --route stock")
     return args

@@ -85,6 +85,19 @@ def test_dd_dt_judge_builds_the_draft_that_returns_its_hidden_states(capsys, tmp
     assert "AutoJudgeDraftLLaMAForCausalLM" in {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
 
 
+@pytest.mark.parametrize("setup", ["DT", "DD-DT"])
+def test_a_tree_draft_is_built_to_return_its_generation_logits(capsys, tmp_path, setup):
+    """The leaf siblings of a chain tree (--width > 1) come from the draft's generation logits. The
+    Triton backend never sets ExecutorConfig.gather_generation_logits, so only a draft built with
+    --gather_generation_logits returns them; a chain needs no logits."""
+    _, cmds = dry_run(capsys, tmp_path, "--width", "2", setup=setup)
+    assert "--gather_generation_logits" in cmds[2] and "--gather_generation_logits" not in cmds[3]
+    _, cmds = dry_run(capsys, tmp_path, setup=setup)
+    assert "--gather_generation_logits" not in cmds[2]
+    _, cmds = dry_run(capsys, tmp_path, "--route", "stock", "--depth", "4")
+    assert not any("--gather_generation_logits" in cmd for cmd in cmds)  # chains, exact-match acceptance
+
+
 def test_dry_run_needs_the_judge_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="feature setup decides how the draft"):
         build_main(["--draft_model_dir", "d", "--target_model_dir", "t", "--judge", str(tmp_path / "missing"),

@@ -1,6 +1,7 @@
 """Triton model repository: generation, every config.pbtxt parsed against Triton's ModelConfig."""
 import importlib.util
 import py_compile
+import re
 import runpy
 from pathlib import Path
 
@@ -9,9 +10,10 @@ import pytest
 
 from trtllm_autojudge.spec.acceptance import Acceptance
 from trtllm_autojudge.trt.runner.packing import chain_tree, pack_cycle
-from trtllm_autojudge.trt.triton.config import MODELS
+from trtllm_autojudge.trt.triton.config import MODELS, check_draft_width, repository_configs
 from trtllm_autojudge.trt.triton.pbtxt import Enum, parameters, to_pbtxt
-from trtllm_autojudge.trt.triton.stock import STOCK_MODELS, make_stock_repository
+from trtllm_autojudge.trt.triton.stock import (STOCK_MODELS, TEMPLATES_SUBDIR, fill_template, make_stock_repository,
+                                               stock_parameters, template_dir)
 from trtllm_autojudge.trt.triton.tensors import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
                                             tensors_to_cycle)
 
@@ -106,57 +108,125 @@ def test_cycle_and_acceptance_tensors_round_trip():
 
 
 # ---------------------------------------------------------------------------------------------
-# Stock route: tensorrtllm_backend's own models with the draft-target parameters filled in.
+# Stock route: the TensorRT-LLM backend's own models with the draft-target parameters filled in.
 
-def fake_backend_models(root: Path) -> Path:
-    """Templates shaped like tensorrtllm_backend's inflight_batcher_llm configs (written here, not
-    copied): placeholders in numbers, enums, booleans and strings, and one this tool does not know."""
-    def param(key):
-        return f'parameters: {{\n  key: "{key}"\n  value: {{\n    string_value: "${{{key}}}"\n  }}\n}}\n'
+# The placeholders of TensorRT-LLM's triton_backend/all_models/inflight_batcher_llm templates, as read
+# (docs/deploy.md, "Checked against the sources"): names only, by where each sits. Outside quotes:
+# the ModelConfig field it fills; "string": inside a quoted parameter value.
+TEMPLATE_PLACEHOLDERS = {
+    "tensorrt_llm": {  # v1.2.0rc8 (0c8de69)
+        "triton_max_batch_size": "max_batch_size", "decoupled_mode": "decoupled", "triton_backend": "backend",
+        "max_queue_delay_microseconds": "queue_delay", "max_queue_size": "queue_size",
+        "encoder_input_features_data_type": "input_type", "logits_datatype": "output_type",
+        "prompt_embedding_table_data_type": "input_type",
+        **{name: "string" for name in (
+            "max_beam_width", "batching_strategy", "engine_dir", "encoder_engine_dir", "max_tokens_in_paged_kv_cache",
+            "max_attention_window_size", "sink_token_length", "batch_scheduler_policy",
+            "kv_cache_free_gpu_mem_fraction", "cross_kv_cache_fraction", "kv_cache_host_memory_bytes",
+            "kv_cache_onboard_blocks", "enable_trt_overlap", "exclude_input_in_output", "cancellation_check_period_ms",
+            "stats_check_period_ms", "iter_stats_max_iterations", "request_stats_max_iterations",
+            "enable_kv_cache_reuse", "normalize_log_probs", "enable_chunked_context", "gpu_device_ids",
+            "participant_ids", "num_nodes", "lora_cache_optimal_adapter_size", "lora_cache_max_adapter_size",
+            "lora_cache_gpu_memory_fraction", "lora_cache_host_memory_bytes", "lora_prefetch_dir", "decoding_mode",
+            "lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size", "medusa_choices",
+            "eagle_choices", "gpu_weights_percent", "enable_context_fmha_fp32_acc", "multi_block_mode",
+            "cuda_graph_mode", "cuda_graph_cache_size", "speculative_decoding_fast_logits", "tokenizer_dir",
+            "guided_decoding_backend", "xgrammar_tokenizer_info_path")},
+    },
+    "preprocessing": {  # 08dc37e (808059d: without hf_model_path)
+        "triton_max_batch_size": "max_batch_size", "max_queue_delay_microseconds": "queue_delay",
+        "max_queue_size": "queue_size", "preprocessing_instance_count": "instance_count",
+        **{name: "string" for name in ("tokenizer_dir", "add_special_tokens", "multimodal_model_path", "engine_dir",
+                                       "max_num_images", "hf_model_path")},
+    },
+    "postprocessing": {  # 89fd9b7
+        "triton_max_batch_size": "max_batch_size", "postprocessing_instance_count": "instance_count",
+        "tokenizer_dir": "string", "skip_special_tokens": "string",
+    },
+    "tensorrt_llm_bls": {  # bff88ea (0193dbd: prompt_embedding_table's type fixed, no placeholder)
+        "triton_max_batch_size": "max_batch_size", "decoupled_mode": "decoupled", "logits_datatype": "output_type",
+        "prompt_embedding_table_data_type": "input_type", "bls_instance_count": "instance_count",
+        **{name: "string" for name in ("accumulate_tokens", "tensorrt_llm_model_name",
+                                       "tensorrt_llm_draft_model_name", "multimodal_encoders_name")},
+    },
+}
+PYTHON_MODELS = ("preprocessing", "postprocessing", "tensorrt_llm_bls")
+DRAFT_TEMPLATE = {"tensorrt_llm_draft": "tensorrt_llm"}  # the draft model is a renamed copy
 
-    engine = ('name: "tensorrt_llm"\nbackend: "${triton_backend}"\nmax_batch_size: ${triton_max_batch_size}\n'
-              'model_transaction_policy {\n  decoupled: ${decoupled_mode}\n}\n'
-              'dynamic_batching {\n  max_queue_delay_microseconds: ${max_queue_delay_microseconds}\n}\n'
-              'input [\n  {\n    name: "input_ids"\n    data_type: TYPE_INT32\n    dims: [ -1 ]\n  },\n'
-              '  {\n    name: "draft_input_ids"\n    data_type: TYPE_INT32\n    dims: [ -1 ]\n    optional: true\n  }\n]\n'
-              'output [\n  {\n    name: "generation_logits"\n    data_type: ${logits_datatype}\n    dims: [ -1, -1, -1 ]\n'
-              '  }\n]\n' + "".join(param(k) for k in ("engine_dir", "enable_kv_cache_reuse", "gpu_device_ids",
-                                                       "kv_cache_free_gpu_mem_fraction", "lora_cache_max_adapter_size")))
-    python = lambda name, count: (f'name: "{name}"\nbackend: "python"\nmax_batch_size: ${{triton_max_batch_size}}\n'  # noqa: E731
-                                  f'instance_group [\n  {{\n    count: ${{{count}}}\n    kind: KIND_CPU\n  }}\n]\n')
-    configs = {
-        "tensorrt_llm": engine,
-        "preprocessing": python("preprocessing", "preprocessing_instance_count") + param("tokenizer_dir"),
-        "postprocessing": python("postprocessing", "postprocessing_instance_count") + param("tokenizer_dir"),
-        "tensorrt_llm_bls": python("tensorrt_llm_bls", "bls_instance_count") + "".join(
-            param(k) for k in ("tensorrt_llm_model_name", "tensorrt_llm_draft_model_name", "accumulate_tokens")),
-    }
-    for name, text in configs.items():
-        (root / name / "1").mkdir(parents=True)
-        (root / name / "config.pbtxt").write_text(text)
-        if name != "tensorrt_llm":
-            (root / name / "1" / "model.py").write_text(f"# {name}: tensorrtllm_backend's model\n")
+
+def tensor_text(name: str, kind: str, optional: bool = True) -> str:
+    return (f'  {{\n    name: "{name}"\n    data_type: {kind}\n    dims: [ -1 ]\n'
+            + ("    optional: true\n" if optional else "") + "  }")
+
+
+def template_text(model: str, placeholders: dict[str, str]) -> str:
+    """A config template with exactly these placeholders, each where the real one sits."""
+    by_role = {}
+    for name, role in placeholders.items():
+        by_role.setdefault(role, []).append(f"${{{name}}}")
+    one = lambda role: by_role[role][0] if role in by_role else None  # noqa: E731
+    lines = [f'name: "{model}"', f'backend: "{one("backend") or "python"}"', f"max_batch_size: {one('max_batch_size')}"]
+    if "decoupled" in by_role:
+        lines.append(f"model_transaction_policy {{\n  decoupled: {one('decoupled')}\n}}")
+    if "queue_delay" in by_role or "queue_size" in by_role:
+        lines.append(f"dynamic_batching {{\n  max_queue_delay_microseconds: {one('queue_delay')}\n"
+                     f"  default_queue_policy: {{ max_queue_size: {one('queue_size')} }}\n}}")
+    inputs = [tensor_text("input_ids", "TYPE_INT32")] + [tensor_text(f"typed_input_{i}", t) for i, t in
+                                                          enumerate(by_role.get("input_type", []))]
+    lines.append("input [\n" + ",\n".join(inputs) + "\n]")
+    if "output_type" in by_role:
+        lines.append("output [\n" + tensor_text("generation_logits", one("output_type"), optional=False) + "\n]")
+    if "instance_count" in by_role:
+        lines.append(f"instance_group [\n  {{\n    count: {one('instance_count')}\n    kind: KIND_CPU\n  }}\n]")
+    lines += [f'parameters: {{\n  key: "{name}"\n  value: {{\n    string_value: "${{{name}}}"\n  }}\n}}'
+              for name, role in placeholders.items() if role == "string"]
+    return "\n".join(lines) + "\n"
+
+
+def release_templates(root: Path, placeholders: dict | None = None) -> Path:
+    """A TensorRT-LLM checkout's triton_backend/all_models/inflight_batcher_llm with templates built
+    from ``placeholders`` (default: the 1.2 sets above), and the Python models' model.py files."""
+    models = root / TEMPLATES_SUBDIR
+    for model, names in (placeholders or TEMPLATE_PLACEHOLDERS).items():
+        (models / model / "1").mkdir(parents=True)
+        (models / model / "config.pbtxt").write_text(template_text(model, names))
+        if model in PYTHON_MODELS:
+            (models / model / "1" / "model.py").write_text(f"# {model}: TensorRT-LLM's model\n")
     return root
 
 
-def test_stock_repository_fills_the_backends_own_models(tmp_path):
+def test_the_fixture_templates_hold_exactly_the_listed_placeholders(tmp_path):
+    release_templates(tmp_path)
+    for model, names in TEMPLATE_PLACEHOLDERS.items():
+        text = (tmp_path / TEMPLATES_SUBDIR / model / "config.pbtxt").read_text()
+        assert set(re.findall(r"\$\{(\w+)\}", text)) == set(names)
+
+
+def test_stock_repository_fills_the_12_templates(tmp_path):
+    """The placeholders of the 1.2 templates: every one outside quotes gets a value (the old filler
+    left max_queue_size and prompt_embedding_table_data_type there), and every value given is one of
+    the template's placeholders, as fill_template.py asserts."""
     pb2 = model_config_pb2()
-    backend = fake_backend_models(tmp_path / "inflight_batcher_llm")
+    checkout = release_templates(tmp_path / "TensorRT-LLM")
     main = runpy.run_path(str(REPO / "build_scripts" / "make_triton_repo.py"))["main"]
-    assert main(["--route", "stock", "--output_dir", str(tmp_path / "repo"), "--backend_models_dir", str(backend),
+    assert main(["--route", "stock", "--output_dir", str(tmp_path / "repo"), "--backend_models_dir", str(checkout),
                  "--draft_engine_dir", str(tmp_path / "e/draft"), "--target_engine_dir", str(tmp_path / "e/target"),
                  "--tokenizer_dir", str(tmp_path / "hf"), "--max_batch_size", "4", "--target_gpus", "0,1"]) == 0
-    parsed = {p.parent.name: parse(pb2, p.read_text()) for p in (tmp_path / "repo").glob("*/config.pbtxt")}
+    texts = {p.parent.name: p.read_text() for p in (tmp_path / "repo").glob("*/config.pbtxt")}
+    parsed = {name: parse(pb2, text) for name, text in texts.items()}  # a placeholder outside quotes fails here
     assert sorted(parsed) == sorted(STOCK_MODELS)
     for name, cfg in parsed.items():
         assert cfg.name == name and cfg.max_batch_size == 4
     target, draft, bls = parsed["tensorrt_llm"], parsed["tensorrt_llm_draft"], parsed["tensorrt_llm_bls"]
     assert target.backend == draft.backend == "tensorrtllm" and not target.model_transaction_policy.decoupled
+    assert target.dynamic_batching.default_queue_policy.max_queue_size == 0  # fill_template.py's default
+    assert parsed["preprocessing"].dynamic_batching.max_queue_delay_microseconds == 0
     assert target.parameters["engine_dir"].string_value == str(tmp_path / "e/target")
     assert draft.parameters["engine_dir"].string_value == str(tmp_path / "e/draft")
     for engine in (target, draft):
         assert engine.parameters["enable_kv_cache_reuse"].string_value == "true"  # the draft-target target needs it
         assert engine.output[0].data_type == pb2.TYPE_FP32
+        assert [i.data_type for i in engine.input[1:]] == [pb2.TYPE_FP16, pb2.TYPE_FP16]
         assert engine.parameters["lora_cache_max_adapter_size"].string_value == "${lora_cache_max_adapter_size}"
     assert target.parameters["gpu_device_ids"].string_value == "0,1"
     assert draft.parameters["gpu_device_ids"].string_value == "${gpu_device_ids}"  # unset: the backend's default
@@ -164,17 +234,67 @@ def test_stock_repository_fills_the_backends_own_models(tmp_path):
     assert bls.parameters["tensorrt_llm_draft_model_name"].string_value == "tensorrt_llm_draft"  # the BLS's DTM loop
     assert bls.instance_group[0].count == 4
     assert (tmp_path / "repo/tensorrt_llm_bls/1/model.py").read_text().startswith("# tensorrt_llm_bls")  # copied
+    values = stock_parameters(target_engine_dir="t", draft_engine_dir="d", tokenizer_dir="k", target_gpus="0")
+    for model, given in values.items():  # fill_template.py: assert key in the template
+        assert set(given) <= set(TEMPLATE_PLACEHOLDERS[DRAFT_TEMPLATE.get(model, model)]), model
+
+
+def test_a_bls_template_without_the_embedding_type_placeholder_fills_too(tmp_path):
+    older = dict(TEMPLATE_PLACEHOLDERS)
+    older["tensorrt_llm_bls"] = {k: v for k, v in older["tensorrt_llm_bls"].items()
+                                 if k != "prompt_embedding_table_data_type"}  # the 0193dbd template
+    make_stock_repository(tmp_path / "repo", release_templates(tmp_path / "trtllm", older),
+                          draft_engine_dir="d", target_engine_dir="t", tokenizer_dir="k")
+    assert "${" not in (tmp_path / "repo/tensorrt_llm_bls/config.pbtxt").read_text().split("parameters")[0]
 
 
 def test_stock_repository_refuses_templates_it_cannot_fill(tmp_path):
-    backend = fake_backend_models(tmp_path / "b")
-    (backend / "preprocessing" / "config.pbtxt").write_text('name: "preprocessing"\nmax_batch_size: ${new_knob}\n')
     kwargs = dict(draft_engine_dir="d", target_engine_dir="t", tokenizer_dir="k")
-    with pytest.raises(ValueError, match=r"no value for \['new_knob'\]"):
-        make_stock_repository(tmp_path / "repo", backend, **kwargs)
-    with pytest.raises(FileNotFoundError, match="all_models/inflight_batcher_llm"):
-        make_stock_repository(tmp_path / "repo", tmp_path / "nowhere", **kwargs)
+    newer = {**TEMPLATE_PLACEHOLDERS, "preprocessing": {**TEMPLATE_PLACEHOLDERS["preprocessing"],
+                                                        "new_knob": "instance_count"}}
+    newer["preprocessing"].pop("preprocessing_instance_count")
+    with pytest.raises(ValueError, match=r"has no placeholder \['preprocessing_instance_count'\]"):
+        make_stock_repository(tmp_path / "repo", release_templates(tmp_path / "a", newer), **kwargs)
+    renamed = {**TEMPLATE_PLACEHOLDERS, "tensorrt_llm": {("gpt_model_path" if k == "engine_dir" else k): v
+                                                          for k, v in TEMPLATE_PLACEHOLDERS["tensorrt_llm"].items()}}
+    with pytest.raises(ValueError, match=r"tensorrt_llm/config.pbtxt has no placeholder \['engine_dir'\]"):
+        make_stock_repository(tmp_path / "repo", release_templates(tmp_path / "b", renamed), **kwargs)
+    text = template_text("postprocessing", TEMPLATE_PLACEHOLDERS["postprocessing"]).replace(
+        "${postprocessing_instance_count}", "${new_count}")
+    with pytest.raises(ValueError, match=r"no value for \['new_count'\]"):  # an unknown one outside quotes
+        fill_template(text, {"tokenizer_dir": "k", "triton_max_batch_size": "4"}, "postprocessing")
     main = runpy.run_path(str(REPO / "build_scripts" / "make_triton_repo.py"))["main"]
     with pytest.raises(SystemExit):
         main(["--route", "stock", "--output_dir", "o", "--draft_engine_dir", "d", "--target_engine_dir", "t",
               "--tokenizer_dir", "k"])  # no --backend_models_dir
+
+
+def test_the_templates_are_looked_for_in_tensorrt_llm(tmp_path):
+    """They left tensorrtllm_backend in 2025: a checkout of it (all_models/inflight_batcher_llm) gets
+    an error naming where they live; a TensorRT-LLM checkout or its template folder works."""
+    assert TEMPLATES_SUBDIR == "triton_backend/all_models/inflight_batcher_llm"
+    checkout = release_templates(tmp_path / "TensorRT-LLM")
+    assert template_dir(checkout) == template_dir(checkout / TEMPLATES_SUBDIR) == checkout / TEMPLATES_SUBDIR
+    backend_repo = tmp_path / "tensorrtllm_backend"
+    (backend_repo / "all_models" / "inflight_batcher_llm").mkdir(parents=True)  # what is left of it after 2025
+    kwargs = dict(draft_engine_dir="d", target_engine_dir="t", tokenizer_dir="k")
+    for wrong in (backend_repo, backend_repo / "all_models" / "inflight_batcher_llm"):
+        with pytest.raises(FileNotFoundError, match=f"TensorRT-LLM checkout .*{TEMPLATES_SUBDIR}"):
+            make_stock_repository(tmp_path / "repo", wrong, **kwargs)
+    serve = (REPO / "examples" / "triton" / "serve_stock.sh").read_text()
+    assert '--backend_models_dir "$TRTLLM/triton_backend/all_models/inflight_batcher_llm"' in serve
+
+
+def test_the_bls_refuses_a_draft_width_its_draft_cannot_serve(tmp_path):
+    """The tensorrtllm backend never sets ExecutorConfig.gather_generation_logits: draft_width > 1
+    needs a draft built with --gather_generation_logits, and the BLS is given the draft's folder."""
+    configs = repository_configs(draft_engine_dir="/e/draft", target_engine_dir="/e/target", tokenizer_dir="/hf")
+    bls_params = {p["key"]: p["value"]["string_value"] for p in configs["autojudge_bls"]["parameters"]}
+    assert bls_params["draft_engine_dir"] == "/e/draft"
+    built = {"build_config": {"gather_generation_logits": True}}
+    check_draft_width(3, built)
+    check_draft_width(1, {"build_config": {}})
+    with pytest.raises(ValueError, match="--gather_generation_logits: rebuild the draft with build-engines --width 2"):
+        check_draft_width(2, {"build_config": {"gather_generation_logits": False}})
+    bls = (REPO / "trtllm_autojudge" / "trt" / "triton" / "models" / "autojudge_bls.py").read_text()
+    assert "check_draft_width(width, self.draft_engine_config)" in bls

@@ -59,12 +59,15 @@ def _require_tensorrt_llm():
 
 
 def leader_executor(trtllm, engine_dir: str | Path, config: dict, kv_cache_fraction: float | None,
-                    additional_outputs: list):
+                    additional_outputs: list, gather_generation_logits: bool = False):
     """An executor on a built engine in leader mode (only rank 0 enqueues), greedy, KV-cache block
-    reuse on: the calls ``ModelRunnerCpp`` makes."""
+    reuse on: the calls ``ModelRunnerCpp`` makes. ``gather_generation_logits``: the executor refuses
+    a request with ``return_generation_logits`` unless this is set (or the engine was built with
+    ``--gather_generation_logits``)."""
     kv = trtllm.KvCacheConfig(enable_block_reuse=True, free_gpu_memory_fraction=kv_cache_fraction)
     executor_config = trtllm.ExecutorConfig(max_batch_size=int(config["build_config"]["max_batch_size"]),
                                             max_beam_width=1, kv_cache_config=kv)
+    executor_config.gather_generation_logits = gather_generation_logits
     if additional_outputs:
         executor_config.additional_model_outputs = additional_outputs
     executor_config.parallel_config = trtllm.ParallelConfig(trtllm.CommunicationType.MPI,
@@ -103,7 +106,9 @@ class ExecutorDraftEngine:
         # gather_context=False: one row per sequence and step (the last token's), not every context token
         self.outputs = ([trtllm.AdditionalModelOutput(self.hidden_output, gather_context=False)]
                         if self.returns_hidden else [])
-        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, self.outputs)
+        # the chain tree's leaf siblings come from the draft's generation logits (draft width > 1)
+        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, self.outputs,
+                                        gather_generation_logits=True)
 
     def generate(self, prompts, max_new_tokens: int, *, logits: bool, hidden: bool) -> list[DraftOutput]:
         trtllm = self.trtllm

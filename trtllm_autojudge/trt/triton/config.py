@@ -4,7 +4,10 @@ Models (``<repo>/<name>/config.pbtxt`` + ``<repo>/<name>/1/model.py`` for Python
 
 - ``preprocessing`` / ``postprocessing`` (Python): text <-> token ids with the pair's tokenizer;
 - ``tensorrt_llm_draft`` (backend ``tensorrtllm``): the stock draft engine, in-flight batching;
-  inputs/outputs/parameters named as in tensorrtllm_backend's ``inflight_batcher_llm/tensorrt_llm``;
+  inputs/outputs/parameters named as in TensorRT-LLM's ``triton_backend/all_models/inflight_batcher_llm/
+  tensorrt_llm``. The backend never sets ``ExecutorConfig.gather_generation_logits``, so the draft
+  returns the generation logits a chain tree's siblings need (``draft_width`` > 1) only when built
+  with ``--gather_generation_logits`` (``build-engines --width`` > 1; :func:`check_draft_width`);
 - ``autojudge_target`` (Python, one GPU): the AutoJudge target engine through
   ``tensorrt_llm.runtime.Session``; one verification cycle in, the plugin's outputs out;
 - ``autojudge_bls`` (Python, BLS): the speculative loop, reading the AutoJudge outputs (accepted
@@ -75,6 +78,15 @@ def draft_model_config(engine_dir: str, max_batch_size: int, kv_cache_fraction: 
     }
 
 
+def check_draft_width(width: int, draft_engine_config: dict) -> None:
+    """Refuse ``draft_width`` > 1 when the draft engine (its ``config.json``) was built without
+    ``--gather_generation_logits``: the tensorrtllm backend would fail the request."""
+    if width > 1 and not draft_engine_config.get("build_config", {}).get("gather_generation_logits", False):
+        raise ValueError(f"draft_width {width} needs the draft's generation logits, which the tensorrtllm backend "
+                         f"returns only from an engine built with --gather_generation_logits: rebuild the draft with "
+                         f"build-engines --width {width}, or ask with draft_width 1")
+
+
 def repository_configs(*, draft_engine_dir: str, target_engine_dir: str, tokenizer_dir: str, max_batch_size: int = 8,
                        bls_instances: int = 4, kv_cache_fraction: float = 0.4) -> dict[str, dict]:
     """Model name -> ModelConfig (as a dict for :func:`.pbtxt.to_pbtxt`)."""
@@ -98,6 +110,7 @@ def repository_configs(*, draft_engine_dir: str, target_engine_dir: str, tokeniz
              _io("accepted_lengths", "TYPE_INT32", [-1]), _io("judged_counts", "TYPE_INT32", [-1]),
              _io("cycles", "TYPE_INT32", [1])],
             {"tokenizer_dir": tokenizer_dir, "target_engine_dir": target_engine_dir,
+             "draft_engine_dir": draft_engine_dir,  # check_draft_width reads its config.json
              "draft_model_name": "tensorrt_llm_draft", "target_model_name": "autojudge_target",
              "preprocessing_model_name": "preprocessing", "postprocessing_model_name": "postprocessing"},
             count=bls_instances),

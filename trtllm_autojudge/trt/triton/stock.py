@@ -1,18 +1,20 @@
-"""The stock route's Triton repository: tensorrtllm_backend's own draft-target models, no custom
-Python model.
+"""The stock route's Triton repository: the TensorRT-LLM backend's own draft-target models, no
+custom Python model.
 
 Models: ``preprocessing``, ``postprocessing``, ``tensorrt_llm`` (the stock-route target engine),
 ``tensorrt_llm_draft`` (the draft engine) and ``tensorrt_llm_bls`` (the stock BLS, whose
 ``tensorrt_llm_draft_model_name`` parameter turns on its draft-target loop: per request a draft
 request, then a fresh target request with ``draft_input_ids``). The model files and config
-templates are the ones of the user's tensorrtllm_backend checkout (``all_models/inflight_batcher_llm``
-of the release that matches their TensorRT-LLM 1.2), so configs and ``model.py`` files agree; this
-module copies them and fills the ``${name}`` placeholders with concrete values, the parameters of
-TensorRT-LLM's draft-target recipe (``examples/draft_target_model/README.md``), and writes the draft
-model as a renamed copy of ``tensorrt_llm``, as that recipe does.
+templates are the user's TensorRT-LLM checkout's (:data:`TEMPLATES_SUBDIR`, of the release they
+installed; they left the tensorrtllm_backend repository in 2025), so configs and ``model.py`` files
+agree. This module copies them and fills the ``${name}`` placeholders with concrete values, the
+parameters of TensorRT-LLM's draft-target recipe (``examples/draft_target_model/README.md``), and
+writes the draft model as a renamed copy of ``tensorrt_llm``, as that recipe does.
 
-A placeholder left unfilled inside a quoted string is an unset parameter, as with
-``tools/fill_template.py``; one left outside quotes would not parse, and is refused.
+Filling follows ``triton_backend/tools/fill_template.py``: each value given for a model must be a
+placeholder of its template (the tool asserts it), :data:`TEMPLATE_DEFAULTS` fill wherever they
+appear, and a placeholder left unfilled inside a quoted string is an unset parameter. One left
+outside quotes would not parse, and is refused.
 """
 from __future__ import annotations
 
@@ -22,35 +24,47 @@ from pathlib import Path
 
 STOCK_MODELS = ("preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_draft", "tensorrt_llm_bls")
 TARGET_MODEL, DRAFT_MODEL = "tensorrt_llm", "tensorrt_llm_draft"
+TEMPLATES_SUBDIR = "triton_backend/all_models/inflight_batcher_llm"  # in a TensorRT-LLM checkout
+# Filled where a template has them, never asserted: fill_template.py's own defaults (the queue
+# settings), and the tensor data types, which releases add to and drop from single models.
+TEMPLATE_DEFAULTS = {"max_queue_size": "0", "max_queue_delay_microseconds": "0", "logits_datatype": "TYPE_FP32",
+                     "encoder_input_features_data_type": "TYPE_FP16", "prompt_embedding_table_data_type": "TYPE_FP16"}
 _PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
 def stock_parameters(*, target_engine_dir: str, draft_engine_dir: str, tokenizer_dir: str, max_batch_size: int = 8,
                      bls_instances: int = 4, kv_cache_fraction: float = 0.4, target_gpus: str = "",
                      draft_gpus: str = "") -> dict[str, dict[str, str]]:
-    """Placeholder values per model. ``*_gpus``: the ``gpu_device_ids`` of each engine ("0,1"); empty
-    leaves the backend's default."""
-    common = {"triton_max_batch_size": str(max_batch_size), "logits_datatype": "TYPE_FP32"}
-    engine = {**common, "triton_backend": "tensorrtllm", "decoupled_mode": "false", "max_beam_width": "1",
-              "batching_strategy": "inflight_fused_batching", "max_queue_delay_microseconds": "0",
-              "kv_cache_free_gpu_mem_fraction": str(kv_cache_fraction), "exclude_input_in_output": "true",
-              "enable_kv_cache_reuse": "true",  # the draft-target target requires block reuse
-              "encoder_input_features_data_type": "TYPE_FP16"}
+    """Placeholder values per model, beyond :data:`TEMPLATE_DEFAULTS`. ``*_gpus``: the
+    ``gpu_device_ids`` of each engine ("0,1"); empty leaves the backend's default."""
+    batch = {"triton_max_batch_size": str(max_batch_size)}
+    engine = {**batch, "triton_backend": "tensorrtllm", "decoupled_mode": "false", "max_beam_width": "1",
+              "batching_strategy": "inflight_fused_batching", "kv_cache_free_gpu_mem_fraction": str(kv_cache_fraction),
+              "exclude_input_in_output": "true",
+              "enable_kv_cache_reuse": "true"}  # the draft-target target requires block reuse
     with_gpus = lambda gpus: {"gpu_device_ids": gpus} if gpus else {}  # noqa: E731
     return {
-        "preprocessing": {**common, "tokenizer_dir": tokenizer_dir, "preprocessing_instance_count": "1"},
-        "postprocessing": {**common, "tokenizer_dir": tokenizer_dir, "postprocessing_instance_count": "1"},
+        "preprocessing": {**batch, "tokenizer_dir": tokenizer_dir, "preprocessing_instance_count": "1"},
+        "postprocessing": {**batch, "tokenizer_dir": tokenizer_dir, "postprocessing_instance_count": "1"},
         TARGET_MODEL: {**engine, "engine_dir": target_engine_dir, **with_gpus(target_gpus)},
         DRAFT_MODEL: {**engine, "engine_dir": draft_engine_dir, **with_gpus(draft_gpus)},
-        "tensorrt_llm_bls": {**common, "decoupled_mode": "false", "bls_instance_count": str(bls_instances),
+        "tensorrt_llm_bls": {**batch, "decoupled_mode": "false", "bls_instance_count": str(bls_instances),
                              "accumulate_tokens": "false", "tensorrt_llm_model_name": TARGET_MODEL,
                              "tensorrt_llm_draft_model_name": DRAFT_MODEL},
     }
 
 
 def fill_template(text: str, values: dict[str, str], model: str) -> str:
-    """Replace ``${name}`` by ``values[name]``; refuse a placeholder left outside a quoted string."""
-    filled = _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    """Replace ``${name}`` by ``values[name]`` or :data:`TEMPLATE_DEFAULTS`; refuse a value whose
+    placeholder the template lacks, and a placeholder left outside a quoted string."""
+    present = set(_PLACEHOLDER.findall(text))
+    absent = sorted(set(values) - present)
+    if absent:
+        raise ValueError(f"{model}/config.pbtxt has no placeholder {absent}: it is not a TensorRT-LLM 1.2 template "
+                         f"(take them from your TensorRT-LLM checkout's {TEMPLATES_SUBDIR}), or this release renamed "
+                         f"them; fill_template.py would refuse these keys too")
+    fill = {**TEMPLATE_DEFAULTS, **values}
+    filled = _PLACEHOLDER.sub(lambda m: fill.get(m.group(1), m.group(0)), text)
     unquoted = []
     for line in filled.splitlines():
         code = line.split("#", 1)[0]
@@ -62,16 +76,27 @@ def fill_template(text: str, values: dict[str, str], model: str) -> str:
     return filled
 
 
+def template_dir(path: str | Path) -> Path:
+    """The folder holding the model templates: ``path`` itself, or ``path/`` :data:`TEMPLATES_SUBDIR`
+    when ``path`` is a TensorRT-LLM checkout."""
+    path = Path(path)
+    for candidate in (path, path / TEMPLATES_SUBDIR):
+        if (candidate / TARGET_MODEL / "config.pbtxt").is_file():
+            return candidate
+    raise FileNotFoundError(f"{path} holds no {TARGET_MODEL}/config.pbtxt: give --backend_models_dir your TensorRT-LLM "
+                            f"checkout (of the installed release) or its {TEMPLATES_SUBDIR}; the templates left the "
+                            f"tensorrtllm_backend repository (all_models/inflight_batcher_llm) in 2025")
+
+
 def make_stock_repository(out_dir: str | Path, backend_models_dir: str | Path, **params) -> list[Path]:
-    """Write the repository from ``backend_models_dir`` (a tensorrtllm_backend checkout's
-    ``all_models/inflight_batcher_llm``); returns the config.pbtxt paths. Keyword arguments:
-    :func:`stock_parameters`."""
-    source, out = Path(backend_models_dir), Path(out_dir)
+    """Write the repository from ``backend_models_dir`` (see :func:`template_dir`); returns the
+    config.pbtxt paths. Keyword arguments: :func:`stock_parameters`."""
+    source, out = template_dir(backend_models_dir), Path(out_dir)
     sources = {name: source / (TARGET_MODEL if name == DRAFT_MODEL else name) for name in STOCK_MODELS}
     missing = [str(p / "config.pbtxt") for p in sources.values() if not (p / "config.pbtxt").is_file()]
     if missing:
-        raise FileNotFoundError(f"{missing} do not exist: --backend_models_dir must be tensorrtllm_backend's "
-                                f"all_models/inflight_batcher_llm (of the release that matches your TensorRT-LLM 1.2)")
+        raise FileNotFoundError(f"{missing} do not exist: {source} is not a complete {TEMPLATES_SUBDIR} (take it from "
+                                f"the TensorRT-LLM checkout of the installed release)")
     values = stock_parameters(**params)
     written = []
     for name, model_source in sources.items():

@@ -4,8 +4,9 @@ Each cycle it asks ``tensorrt_llm_draft`` for a chain tree's draft and ``autojud
 judge-gated acceptance, through :func:`trtllm_autojudge.trt.runner.loop.engine_generate` (the same loop
 the engine runner uses). Request inputs: ``text_input``, ``max_tokens``, optional ``threshold``
 (default: the judge file's), ``num_draft_tokens`` (D, default: the engine's longest path) and
-``draft_width`` (W, default 1). Outputs: ``text_output``, ``output_ids`` and the per-request
-metrics ``accepted_lengths`` / ``judged_counts`` (one entry per cycle) and ``cycles``.
+``draft_width`` (W, default 1; W > 1 needs a draft built with ``--gather_generation_logits``).
+Outputs: ``text_output``, ``output_ids`` and the per-request metrics ``accepted_lengths`` /
+``judged_counts`` (one entry per cycle) and ``cycles``.
 """
 import json
 from pathlib import Path
@@ -19,6 +20,7 @@ from trtllm_autojudge.trt.runner.drafts import draft_from_outputs
 from trtllm_autojudge.trt.engine.io_spec import EngineBlock
 from trtllm_autojudge.trt.runner.loop import DraftProposal, engine_generate
 from trtllm_autojudge.trt.runner.packing import chain_tree, chain_width, tree_from_chain
+from trtllm_autojudge.trt.triton.config import check_draft_width
 from trtllm_autojudge.trt.triton.tensors import ACCEPTANCE_TENSORS, cycle_to_tensors, tensors_to_acceptance
 from trtllm_autojudge.trt.triton.models._common import call, input_array, model_parameters, output_array
 
@@ -70,6 +72,7 @@ class TritonPythonModel:
         if head.needs_draft_hidden:
             raise ValueError(f"judge setup {head.setup} needs draft hidden states; Triton serves DT judges")
         self.default_threshold = head.threshold
+        self.draft_engine_config = json.loads((Path(p["draft_engine_dir"]) / "config.json").read_text())
         self.tokenizer = AutoTokenizer.from_pretrained(p["tokenizer_dir"])
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
@@ -85,6 +88,7 @@ class TritonPythonModel:
         threshold = float(input_array(request, "threshold", np.array([self.default_threshold])).reshape(-1)[0])
         depth = int(input_array(request, "num_draft_tokens", np.array([self.block.max_path_len - 1])).reshape(-1)[0])
         width = int(input_array(request, "draft_width", np.array([1])).reshape(-1)[0])
+        check_draft_width(width, self.draft_engine_config)
         tree = chain_tree(depth, width)
         if (tree.num_nodes > self.block.max_draft_nodes or len(tree.paths) > self.block.max_paths
                 or depth + 1 > self.block.max_path_len):
