@@ -4,8 +4,8 @@
 
 The judge replaces TorchSampler's greedy draft acceptance in this process
 (trtllm_autojudge/trt/pytorch/sampler.py). Not run on the project's machines.
-The DraftTargetDecodingConfig field that names the draft model is `speculative_model` in the
-sources read (older 1.x releases spelled it differently: check yours).
+The draft model is named with `speculative_model_dir`, the field every 1.x release accepts (later
+releases renamed it `speculative_model` and keep `speculative_model_dir` as an alias).
 """
 import argparse
 import os
@@ -29,7 +29,8 @@ def main() -> None:
 
     stats = enable_autojudge(args.judge, threshold=args.threshold)
     llm = LLM(model=args.target, disable_overlap_scheduler=True, cuda_graph_config=None,
-              speculative_config=DraftTargetDecodingConfig(max_draft_len=args.max_draft_len, speculative_model=args.draft))
+              speculative_config=DraftTargetDecodingConfig(max_draft_len=args.max_draft_len,
+                                                           speculative_model_dir=args.draft))
     prompts = ["Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
                "How many clips did Natalia sell altogether in April and May?"]
     for out in llm.generate(prompts, SamplingParams(max_tokens=256, temperature=0.0)):

@@ -1,5 +1,12 @@
 """PyTorch-backend integration, the part without TensorRT-LLM: the batched judged acceptance that
-replaces TorchSampler's greedy/tree walk, its row layout, and a TorchSampler-style drive of it."""
+replaces TorchSampler's greedy/tree walk, its row layout, a TorchSampler-style drive of it, and
+enable_autojudge inside a fake TensorRT-LLM with the 1.2 signatures."""
+import ast
+import re
+import sys
+import types
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -105,3 +112,168 @@ def test_sampler_drive_reproduces_the_reference_loop(tree, use_op):
                 break
     assert tokens[len(prompt):] == ref.tokens
     assert judged == sum(c.judged for c in ref.cycles) and judged > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# enable_autojudge inside a fake TensorRT-LLM whose sampler and drafter have the 1.2 signatures
+# (docs/deploy.md, "Checked against the sources"): the module constant BEAM, the classmethod
+# _handle_stop_criteria(request, new_token, *, max_seq_len), process_draft_tokens(request,
+# new_tokens_tensor, new_tokens_list, finish_reasons, resource_manager=None), and drafts padded with
+# token 0 up to max_draft_tokens by the drafter before the target runs them.
+
+GREEDY = "greedy"
+
+
+def fake_tensorrt_llm(monkeypatch, *, beam_search_era: bool = False, padder=("drafter", "Drafter",
+                                                                             "pad_draft_tokens_for_cuda_graph")):
+    """Install the fake as ``tensorrt_llm``; returns (sampler module, drafter class). The 1.2 line,
+    or with ``beam_search_era`` the later spelling (DEFAULT_BEAM_IDX, ``beam_idx=``)."""
+    def module(name, **attrs):
+        mod = types.ModuleType(name)
+        mod.__dict__.update(attrs)
+        monkeypatch.setitem(sys.modules, name, mod)
+        return mod
+
+    def get_draft_token_length(request):
+        return len(request.py_draft_tokens) if request.py_draft_tokens is not None else 0
+
+    class TorchSampler:
+        max_seq_len = 64
+
+        def sample_async(self, scheduled_requests, model_outputs, num_context_logits_prefix_sum, resource_manager=None):
+            return "state"
+
+        def process_draft_tokens(self, request, new_tokens_tensor, new_tokens_list, finish_reasons,
+                                 resource_manager=None):
+            raise AssertionError("the judge handles every greedy request with drafts")
+
+        def get_spec_tree_manager(self, resource_manager):
+            return None
+
+    if beam_search_era:
+        @classmethod
+        def _handle_stop_criteria(cls, request, new_token, *, max_seq_len, beam_idx):
+            assert beam_idx == 0
+            return new_token == request.py_end_id or len(request.tokens) >= max_seq_len
+        beam = {"DEFAULT_BEAM_IDX": 0}
+    else:
+        @classmethod
+        def _handle_stop_criteria(cls, request, new_token, *, max_seq_len):
+            return new_token == request.py_end_id or len(request.tokens) >= max_seq_len
+        beam = {"BEAM": 0}
+    TorchSampler._handle_stop_criteria = _handle_stop_criteria
+
+    class Drafter:
+        max_draft_tokens = 3
+
+        def pad(self, scheduled_requests):
+            for req in scheduled_requests.generation_requests:
+                req.py_draft_tokens.extend(0 for _ in range(self.max_draft_tokens - get_draft_token_length(req)))
+
+    module_name, cls_name, method = padder
+    setattr(Drafter, method, Drafter.pad)
+    Drafter.__name__ = cls_name
+
+    class LMHead(torch.nn.Linear):
+        pass
+
+    sampler = module("tensorrt_llm._torch.pyexecutor.sampler", TorchSampler=TorchSampler, GREEDY=GREEDY,
+                     get_draft_token_length=get_draft_token_length,
+                     _request_strategy=lambda request, *, vocab_size: GREEDY, **beam)
+    module("tensorrt_llm")
+    module("tensorrt_llm._torch")
+    module("tensorrt_llm._torch.pyexecutor", sampler=sampler)
+    module("tensorrt_llm._torch.modules")
+    module("tensorrt_llm._torch.modules.embedding", LMHead=LMHead)
+    module("tensorrt_llm._torch.speculative")
+    module(f"tensorrt_llm._torch.speculative.{module_name}", **{cls_name: Drafter})
+    return sampler, Drafter, LMHead
+
+
+class FakeRequest:
+    def __init__(self, tokens, drafts, end_id=EOS):
+        self.tokens, self.py_draft_tokens, self.py_end_id = list(tokens), list(drafts), end_id
+        self.py_seq_slot, self.py_request_id = 0, 7
+
+    def add_new_token(self, token, beam):
+        assert beam == 0
+        self.tokens.append(int(token))
+
+
+@pytest.fixture
+def autojudge():
+    from trtllm_autojudge.trt.pytorch.sampler import disable_autojudge, enable_autojudge
+
+    yield enable_autojudge
+    disable_autojudge()
+
+
+def relaxed_step(head, argmax_rows):
+    """Logits rows with the given argmax and hidden rows the judge calls unimportant (logit -50)."""
+    V, H = 12, head.target_hidden
+    logits = torch.full((len(argmax_rows), V), -5.0)
+    for row, tok in enumerate(argmax_rows):
+        logits[row, tok] = 5.0
+    w, c = head.folded()
+    w = torch.from_numpy(w).double()
+    hidden = ((w / w.dot(w)).float() * (-50.0 - c)).expand(len(argmax_rows), H).clone()
+    return logits, hidden
+
+
+@pytest.mark.parametrize("beam_search_era", [False, True], ids=["1.2", "beam_idx"])
+@pytest.mark.parametrize("padder", [("drafter", "Drafter", "pad_draft_tokens_for_cuda_graph"),
+                                    ("model_drafter", "ModelDrafter", "_pad_to_max_draft_tokens")],
+                         ids=["Drafter", "ModelDrafter"])
+def test_a_padded_draft_token_is_never_judged(monkeypatch, autojudge, beam_search_era, padder):
+    """The drafter drafted one token and padded two zeros; the target predicts other tokens there,
+    and the judge would let any mismatch through. Only the drafted token may be accepted."""
+    sampler_mod, Drafter, LMHead = fake_tensorrt_llm(monkeypatch, beam_search_era=beam_search_era, padder=padder)
+    head = dt_head()
+    stats = autojudge(head, threshold=0.9, use_op=False)
+    request = FakeRequest([3, 4], [5])
+    batch = types.SimpleNamespace(context_requests=[], generation_requests=[request])
+    getattr(Drafter(), padder[2])(batch)
+    assert request.py_draft_tokens == [5, 0, 0]  # what the target engine runs
+    logits, hidden = relaxed_step(head, [5, 9, 7, 8])  # rows: root, then after each draft token
+    LMHead(head.target_hidden, 12)(hidden)  # the forward's LM head: the hook keeps its input rows
+    sampler = sampler_mod.TorchSampler()
+    assert sampler.sample_async(batch, {"logits": logits}, [0]) == "state"
+    new_tokens = torch.tensor([5, 9, 7, 8]).view(4, 1, 1)
+    accepted = sampler.process_draft_tokens(request, new_tokens_tensor=new_tokens, new_tokens_list=new_tokens.tolist(),
+                                            finish_reasons=[[0, 0, 0, 0]], resource_manager=None)
+    assert request.tokens == [3, 4, 5, 9] and accepted == 1  # the draft, then the target's token after it
+    assert new_tokens.view(-1).tolist()[:2] == [5, 9]
+    assert stats.judged[7] == 0 and stats.accepted[7] == 1
+
+
+def test_judged_tokens_stop_at_the_end_id_through_the_12_stop_criteria(monkeypatch, autojudge):
+    """A mismatch the judge accepts is appended and checked with _handle_stop_criteria(request,
+    token, max_seq_len=...): the judged end_id ends the request."""
+    sampler_mod, Drafter, LMHead = fake_tensorrt_llm(monkeypatch)
+    head = dt_head()
+    stats = autojudge(head, threshold=0.9, use_op=False)
+    request = FakeRequest([3], [6, EOS, 9])
+    batch = types.SimpleNamespace(context_requests=[], generation_requests=[request])
+    Drafter().pad_draft_tokens_for_cuda_graph(batch)
+    logits, hidden = relaxed_step(head, [5, 4, 3, 2])
+    LMHead(head.target_hidden, 12)(hidden)
+    sampler = sampler_mod.TorchSampler()
+    sampler.sample_async(batch, {"logits": logits}, [0])
+    new_tokens = torch.tensor([5, 4, 3, 2]).view(4, 1, 1)
+    sampler.process_draft_tokens(request, new_tokens, new_tokens.tolist(), [[0] * 4])  # positional, as well
+    assert request.tokens == [3, 6, EOS] and stats.judged[7] == 2
+
+
+def test_the_example_and_the_docs_name_the_draft_with_speculative_model_dir():
+    """DraftTargetDecodingConfig(speculative_model=...) exists only in later releases;
+    speculative_model_dir is accepted by every 1.x release."""
+    repo = Path(__file__).resolve().parents[1]
+    tree = ast.parse((repo / "examples" / "pytorch_backend_llm_api.py").read_text())
+    (call,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") ==
+               "DraftTargetDecodingConfig"]
+    assert {k.arg for k in call.keywords} == {"max_draft_len", "speculative_model_dir"}
+    from trtllm_autojudge.trt.pytorch import sampler
+
+    for text in (sampler.__doc__, (repo / "docs" / "deploy.md").read_text()):
+        calls = re.findall(r"DraftTargetDecodingConfig\(([^)]*)\)", text)
+        assert calls and all("speculative_model_dir=" in c and "speculative_model=" not in c for c in calls), calls

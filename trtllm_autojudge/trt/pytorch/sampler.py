@@ -1,19 +1,25 @@
 """AutoJudge in TensorRT-LLM's PyTorch backend: judge-gated draft acceptance inside ``TorchSampler``.
 
-Written against ``tensorrt_llm/_torch/pyexecutor/sampler.py`` of the 1.2 line (the version whose
-``TorchSampler.process_draft_tokens(request, new_tokens_tensor, new_tokens_list,
-resource_manager=None)`` dispatches to ``_process_draft_tokens_greedy`` / ``_tree`` /
-``_rejection_sampling``; docs/deploy.md names the file versions read). Not run here: no machine of
-this project has TensorRT-LLM. There is no acceptance hook upstream, so :func:`enable_autojudge`
-wraps three things in the current process:
+Written against ``tensorrt_llm/_torch/pyexecutor/sampler.py`` of the 1.2 line: the module constant
+``BEAM``, the classmethod ``TorchSampler._handle_stop_criteria(request, new_token, *, max_seq_len)``,
+and ``TorchSampler.process_draft_tokens(request, new_tokens_tensor, new_tokens_list, finish_reasons,
+resource_manager=None)`` dispatching to ``_process_draft_tokens_greedy`` / ``_tree`` /
+``_rejection_sampling``. The later beam-search sampler spells the constant ``DEFAULT_BEAM_IDX`` and
+adds ``beam_idx=`` to ``_handle_stop_criteria``; both are taken. docs/deploy.md names the file
+versions read. Not run here: no machine of this project has TensorRT-LLM. There is no acceptance
+hook upstream, so :func:`enable_autojudge` wraps four things in the current process:
 
 1. a forward pre-hook on every ``LMHead`` (``torch.nn.modules.module.register_module_forward_pre_hook``)
    keeps the LM head's input rows: the target's final-norm hidden states, one row per logits row;
-2. ``TorchSampler.sample_async``: after sampling, the greedy generation requests with draft tokens
+2. the drafter's padding (:data:`DRAFT_PADDING`): it extends each request's ``py_draft_tokens``
+   with token 0 up to the engine's draft length, and the target runs the padded tokens too. The wrap
+   first records the drafter's own count, so that padding is never judged (exact match takes a
+   padded 0 only where the target itself predicts 0; the judge could take it anywhere);
+3. ``TorchSampler.sample_async``: after sampling, the greedy generation requests with draft tokens
    are accepted in one call (:func:`~trtllm_autojudge.trt.pytorch.backend.accept_requests`:
    ``torch.ops.autojudge.accept`` on the step's logits and hidden rows, chains and ``eagle_paths``
    trees); each request keeps its result until ``update_requests``;
-3. ``TorchSampler.process_draft_tokens``: for a request with a result it writes each accepted draft
+4. ``TorchSampler.process_draft_tokens``: for a request with a result it writes each accepted draft
    token into ``new_tokens`` (as the rejection-sampling branch does) and appends the tokens; other
    requests go to the original method.
 
@@ -21,14 +27,18 @@ Use (one process, TP 1; the hooks do not reach TensorRT-LLM's MPI worker process
 
     os.environ["TLLM_WORKER_USE_SINGLE_PROCESS"] = "1"   # run the executor in this process
     stats = enable_autojudge("judge.safetensors", threshold=0.3)
-    llm = LLM(model=TARGET, speculative_config=DraftTargetDecodingConfig(max_draft_len=8, speculative_model=DRAFT),
-              disable_overlap_scheduler=True, cuda_graph_config=None)
+    llm = LLM(model=TARGET, disable_overlap_scheduler=True, cuda_graph_config=None,
+              speculative_config=DraftTargetDecodingConfig(max_draft_len=8, speculative_model_dir=DRAFT))
 
-CUDA graphs must be off (a hook does not run when a graph replays) and so must the overlap scheduler
-(it launches the next forward before ``update_requests``).
+``speculative_model_dir`` is the spelling every 1.x release accepts (later releases renamed the
+field ``speculative_model`` and keep the old name as an alias). CUDA graphs must be off (a hook does
+not run when a graph replays) and so must the overlap scheduler (it launches the next forward
+before ``update_requests``).
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +77,26 @@ class _LMHeadRows:
 
 _installed: dict = {}
 
+# Where the drafter pads py_draft_tokens with token 0 (module, class, method): the Drafter base
+# class, which the executor calls right after prepare_draft_tokens, or, in the earlier sources,
+# ModelDrafter at the end of prepare_draft_tokens. The sources read: docs/deploy.md.
+DRAFT_PADDING = (("tensorrt_llm._torch.speculative.drafter", "Drafter", "pad_draft_tokens_for_cuda_graph"),
+                 ("tensorrt_llm._torch.speculative.model_drafter", "ModelDrafter", "_pad_to_max_draft_tokens"))
+
+
+def _draft_padder() -> tuple[type, str]:
+    """The drafter class and method that pad the drafts in the installed TensorRT-LLM."""
+    for module, cls_name, method in DRAFT_PADDING:
+        try:
+            cls = getattr(importlib.import_module(module), cls_name, None)
+        except ModuleNotFoundError:
+            continue
+        if hasattr(cls, method):
+            return cls, method
+    raise RuntimeError(f"found none of the drafter paddings {[f'{c}.{m}' for _, c, m in DRAFT_PADDING]} in this "
+                       f"tensorrt_llm: without the drafter's count the judge could accept padded draft tokens; "
+                       f"AutoJudge supports the 1.2 line's PyTorch backend")
+
 
 def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = None, use_op: bool = True
                      ) -> AutoJudgeStats:
@@ -85,21 +115,38 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
         raise RuntimeError("AutoJudge is already enabled in this process: call disable_autojudge() first")
     head = judge if isinstance(judge, JudgeHead) else JudgeHead.load(judge)
     scorer, stats = JudgeScorer(head, threshold), AutoJudgeStats()
+    draft_len = sampler_mod.get_draft_token_length
+    beam = sampler_mod.BEAM if hasattr(sampler_mod, "BEAM") else sampler_mod.DEFAULT_BEAM_IDX
+    takes_beam = "beam_idx" in inspect.signature(TorchSampler._handle_stop_criteria).parameters
+    beam_kw = {"beam_idx": beam} if takes_beam else {}
+    padder, pad_method = _draft_padder()
     rows = _LMHeadRows(LMHead)
     handle = torch.nn.modules.module.register_module_forward_pre_hook(rows)
     orig_sample, orig_process = TorchSampler.sample_async, TorchSampler.process_draft_tokens
-    draft_len = sampler_mod.get_draft_token_length
+    orig_pad = getattr(padder, pad_method)
 
     def greedy(request) -> bool:
         return sampler_mod._request_strategy(request, vocab_size=2**31) == sampler_mod.GREEDY
+
+    def pad(self, scheduled_requests, *args, **kwargs):
+        for r in scheduled_requests.generation_requests:
+            r.py_autojudge_draft_len = draft_len(r)  # the drafter's own drafts, before its padding
+        return orig_pad(self, scheduled_requests, *args, **kwargs)
+
+    def drafted(request) -> int:
+        """This step's drafts without the padding (all of them when nothing was recorded)."""
+        real, request.py_autojudge_draft_len = getattr(request, "py_autojudge_draft_len", None), None
+        return draft_len(request) if real is None else min(real, draft_len(request))
 
     def sample_async(self, scheduled_requests, model_outputs, num_context_logits_prefix_sum, *args, **kwargs):
         state = orig_sample(self, scheduled_requests, model_outputs, num_context_logits_prefix_sum, *args, **kwargs)
         n_ctx = len(scheduled_requests.context_requests)
         ctx_rows = num_context_logits_prefix_sum[n_ctx] if len(num_context_logits_prefix_sum) == n_ctx + 1 else n_ctx
         gen = list(scheduled_requests.generation_requests)
+        # rows: 1 + every draft token the engine ran, padding included; judged: the drafter's own
         offsets = generation_row_offsets(ctx_rows, [draft_len(r) for r in gen])
-        chosen = [(r, o) for r, o in zip(gen, offsets) if draft_len(r) > 0 and greedy(r)]
+        judged_lens = [drafted(r) for r in gen]
+        chosen = [(r, o, k) for r, o, k in zip(gen, offsets, judged_lens) if draft_len(r) > 0 and greedy(r)]
         if not chosen:
             return state
         logits = model_outputs["logits"]
@@ -108,9 +155,9 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
             raise RuntimeError(f"AutoJudge found no LM-head input of width {scorer.target_hidden} with "
                                f"{logits.shape[0]} rows for this step: run with cuda_graph_config=None and a target "
                                f"whose hidden size matches the judge")
-        requests = [r for r, _ in chosen]
-        lens = [draft_len(r) for r in requests]
-        index, N = node_row_index([o for _, o in chosen], lens)
+        requests = [r for r, _, _ in chosen]
+        lens = [k for _, _, k in chosen]
+        index, N = node_row_index([o for _, o, _ in chosen], lens)
         draft = np.zeros((len(requests), N), np.int64)
         for b, r in enumerate(requests):
             draft[b, : lens[b]] = r.py_draft_tokens[: lens[b]]
@@ -130,7 +177,7 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
         request.py_autojudge_step = None
         new_tokens_tensor = kwargs["new_tokens_tensor"] if "new_tokens_tensor" in kwargs else args[0]
         new_tokens_list = kwargs["new_tokens_list"] if "new_tokens_list" in kwargs else args[1]
-        slot, beam = request.py_seq_slot, self.BEAM
+        slot = request.py_seq_slot
         added = judged = 0
         for token, row in zip(step.tokens, step.rows):
             judged += int(added < step.accepted and new_tokens_list[row][slot][beam] != token)
@@ -138,13 +185,15 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
             new_tokens_tensor[row, slot, beam] = token
             request.add_new_token(token, beam)
             added += 1
-            if self._handle_stop_criteria(request, token):
+            if self._handle_stop_criteria(request, token, max_seq_len=self.max_seq_len, **beam_kw):
                 break
         stats.add(getattr(request, "py_request_id", id(request)), added - 1, judged)
         return added - 1  # accepted draft tokens, as the original returns
 
     TorchSampler.sample_async, TorchSampler.process_draft_tokens = sample_async, process_draft_tokens
-    _installed.update(cls=TorchSampler, sample=orig_sample, process=orig_process, handle=handle)
+    setattr(padder, pad_method, pad)
+    _installed.update(cls=TorchSampler, sample=orig_sample, process=orig_process, handle=handle,
+                      padder=padder, pad_method=pad_method, pad=orig_pad)
     return stats
 
 
@@ -154,5 +203,6 @@ def disable_autojudge() -> None:
         return
     cls = _installed["cls"]
     cls.sample_async, cls.process_draft_tokens = _installed["sample"], _installed["process"]
+    setattr(_installed["padder"], _installed["pad_method"], _installed["pad"])
     _installed["handle"].remove()
     _installed.clear()
