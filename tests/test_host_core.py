@@ -178,18 +178,22 @@ def test_host_core_refuses_bad_shapes(core):
         core.accept_tree(np.zeros((2, 3)), np.zeros((2, 4), int), np.zeros((2, 1, 4), int))
     with pytest.raises(ValueError, match="needs a threshold"):
         core.accept_tree(np.zeros((1, 1), int), np.zeros((1, 2), int), np.zeros((1, 1, 2), int), np.zeros((1, 2)))
+    one_node = (np.zeros((1, 1), int), np.zeros((1, 1, 2), int))  # draft_tokens [1, 1], paths [1, 1, 2]
     with pytest.raises(ValueError, match="judge_weight has 3 values"):
-        core.score_rows(np.zeros((2, 4), np.float32), np.zeros((2, 2), np.float32), np.zeros(3), 0.0)
+        core.judge_nodes(np.zeros((2, 4), np.float32), np.zeros((2, 2), np.float32), *one_node, np.zeros(3), 0.0, "DT")
     with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
-        core.score_rows(np.zeros((2, 4), np.float64), np.zeros((2, 2), np.float32), np.zeros(2), 0.0)
+        core.judge_nodes(np.zeros((2, 4), np.float64), np.zeros((2, 2), np.float32), *one_node, np.zeros(2), 0.0, "DT")
+    with pytest.raises(ValueError, match="reads draft hidden states: give draft_hidden"):
+        core.judge_nodes(np.zeros((2, 4), np.float32), np.zeros((2, 2), np.float32), *one_node, np.zeros(4), 0.0,
+                         "DD-DT")
 
 
 # ---------------------------------------------------------------------------------------------
-# The fused argmax + judge dot product.
+# The fused argmax + judge dot product (DT, DD-DT; the lookahead blocks: tests/test_host_core_lookahead.py).
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("vocab", [1, 7, 111, 8193, 32000])
-def test_score_rows_argmax_and_dot_product(core, dtype, vocab):
+def test_judge_nodes_argmax_and_dot_product(core, dtype, vocab):
     rng = np.random.default_rng(vocab)
     rows, ht, hd = 9, 48, 20
     logits = rng.normal(size=(rows, vocab)).astype(np.float32)
@@ -208,13 +212,19 @@ def test_score_rows_argmax_and_dot_product(core, dtype, vocab):
         values = bf16_values
     else:
         values = lambda a: a  # noqa: E731
+    want_argmax = np.argmax(values(logits), axis=1)
+    draft_tokens = ((want_argmax[:-1] + 1) % vocab)[None]  # a chain of rows - 1 nodes, every one mismatching
+    paths = np.arange(rows)[None, None]
     for draft_hidden in (None, draft):
         features = values(hidden) if draft_hidden is None else np.concatenate([values(draft), values(hidden)], 1)
         weight = rng.normal(size=features.shape[1]).astype(np.float32)
-        argmax, judge_logit = core.score_rows(logits, hidden, weight, -0.25, draft_hidden)
-        np.testing.assert_array_equal(argmax, np.argmax(values(logits), axis=1))
+        setup = "DT" if draft_hidden is None else "DD-DT"
+        argmax, judge_logit = core.judge_nodes(logits, hidden, draft_tokens, paths, weight, -0.25, setup, draft_hidden)
+        np.testing.assert_array_equal(argmax[0], want_argmax)
         want = features.astype(np.float64) @ weight.astype(np.float64) - 0.25
-        np.testing.assert_allclose(judge_logit, want, rtol=1e-5, atol=1e-4)
+        want[0] = np.inf  # the root is never scored, and with one token (vocab 1) every node is exact
+        want[1:] = want[1:] if vocab > 1 else np.inf
+        np.testing.assert_allclose(judge_logit[0], want, rtol=1e-5, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,28 +285,32 @@ def test_rewrite_equals_the_reference_and_exact_match_acceptance_equals_the_judg
     rng = np.random.default_rng({"float32": 1, "float16": 2, "bfloat16": 3}[dtype])
     vocab, ht = 6, 16
     judged_rows = 0
+    weight = rng.normal(size=ht).astype(np.float32)
     for case in range(1200):
         step = packed_steps.random_step(rng, vocab)
         L = len(step.last_token_ids)
         logits = as_dtype(rng.normal(size=(L, vocab)).astype(np.float32), dtype)
-        hidden = rng.normal(size=(L, ht)).astype(np.float32)  # the LM head's input rows: the DT feature
-        weight = rng.normal(size=ht).astype(np.float32)
-        argmax, judge_logit = core.score_rows(logits, hidden, weight, 0.1)
-        packed_steps.steer_drafts(step, argmax, rng)
+        packed_steps.steer_drafts(step, np.argmax(values_of(logits), axis=1), rng)
         if case % 3 == 2:
             step = packed_steps.corrupt(step, rng, vocab)
         threshold = float(rng.choice([0.0, 1.0, rng.random()]))
-        args = (step.input_ids, step.last_token_ids, step.request_types, step.host_context_lengths, threshold)
+        sequences = (step.input_ids, step.last_token_ids, step.request_types, step.host_context_lengths)
+        args = sequences + (threshold,)
         L = len(step.last_token_ids)
-        if L != len(argmax):  # a corruption added or removed a row: score the rows again
+        if L != len(logits):  # a corruption added or removed a row
             logits = as_dtype(rng.normal(size=(L, vocab)).astype(np.float32), dtype)
-            argmax, judge_logit = core.score_rows(logits, rng.normal(size=(L, ht)).astype(np.float32), weight, 0.1)
+        hidden = rng.normal(size=(L, ht)).astype(np.float32)  # the LM head's input rows: the DT feature
         try:
-            want = packed_step.rewrite_logits(logits, argmax, judge_logit, *args)
+            packed_step.segment_step(step.last_token_ids, len(step.input_ids), step.request_types,
+                                     step.host_context_lengths)
         except packed_step.StepMismatch:
             with pytest.raises(StepMismatch):
-                core.rewrite_logits(logits, argmax, judge_logit, *args)
+                core.judge_rows(logits, hidden, *sequences, weight, 0.1, "DT")
+            with pytest.raises(StepMismatch):
+                core.rewrite_logits(logits, np.zeros(L, np.int32), np.zeros(L, np.float32), *args)
             continue
+        argmax, judge_logit = core.judge_rows(logits, hidden, *sequences, weight, 0.1, "DT")
+        want = packed_step.rewrite_logits(logits, argmax, judge_logit, *args)
         got = core.rewrite_logits(logits, argmax, judge_logit, *args)
         assert got.dtype == logits.dtype
         np.testing.assert_array_equal(got, want, err_msg=f"case {case} {step.corrupted}")
@@ -332,7 +346,7 @@ def test_refused_sequences_keep_their_rows(core):
     last_token_ids = np.array([1, 3, 4, 5], np.int32)
     types, lengths = np.array([0, 1]), np.array([4, 7])
     logits = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
-    argmax, judge_logit = core.score_rows(logits, np.zeros((4, 1), np.float32), np.zeros(1), -50.0)  # judge: yes
+    argmax, judge_logit = np.argmax(logits, axis=1), np.full(4, -50.0, np.float32)  # the judge says yes everywhere
     out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, types, lengths, 1.0)
     np.testing.assert_array_equal(out, logits)
     assert core.segment_step(last_token_ids, 5, types, lengths)[1].tolist() == [packed_step.REFUSED, 0]
@@ -349,7 +363,7 @@ def test_logits_mode_leaves_rows_without_a_finite_value_above_their_maximum(core
     logits[0, 2] = np.finfo(np.float32).max  # no finite value above
     logits[1, 2] = np.nan
     logits[2, 0] = 5.0  # rewritable
-    argmax, _ = core.score_rows(logits, np.zeros((4, 1), np.float32), np.zeros(1), 0.0)
+    argmax = np.argmax(logits, axis=1)  # the NaN row's: its first NaN
     judge_logit = np.full(4, -10.0, np.float32)  # the judge accepts every draft
     out = core.rewrite_logits(logits, argmax, judge_logit, input_ids, last_token_ids, np.array([0]), np.array([4]), 0.5)
     np.testing.assert_array_equal(out[:2], logits[:2])
@@ -457,9 +471,9 @@ def test_torch_rewrite_logits_op_on_cpu_matches_the_host_core(core):
                          torch.from_numpy(step.request_types), torch.from_numpy(step.host_context_lengths), 0.7,
                          weight, 0.0)
     bits = logits.view(torch.int16).numpy().view(np.uint16)
-    argmax, judge_logit = core.score_rows(bits, hidden.numpy(), weight.numpy(), 0.0)
-    want = core.rewrite_logits(bits, argmax, judge_logit, step.input_ids, step.last_token_ids, step.request_types,
-                               step.host_context_lengths, 0.7)
+    sequences = (step.input_ids, step.last_token_ids, step.request_types, step.host_context_lengths)
+    argmax, judge_logit = core.judge_rows(bits, hidden.numpy(), *sequences, weight.numpy(), 0.0, "DT")
+    want = core.rewrite_logits(bits, argmax, judge_logit, *sequences, 0.7)
     assert got.dtype == torch.bfloat16
     np.testing.assert_array_equal(got.view(torch.int16).numpy().view(np.uint16), want)
 

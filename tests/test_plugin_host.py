@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(
 
 HARNESS_CHECKS = (
     "creators", "init_registration", "create_plugin", "reject_bad_fields", "output_data_types", "format_combinations",
-    "output_shapes", "configure_shapes", "workspace", "serialization_roundtrip", "clone", "attach_to_context",
+    "lookahead_inputs", "output_shapes", "configure_shapes", "workspace", "serialization_roundtrip", "clone", "attach_to_context",
     "enqueue_rejects_bad_shapes", "logger_finder", "register_on_load")
 
 
@@ -68,7 +68,7 @@ def test_every_kernel_compiles_for_every_target_without_spills(built):
     kernels = {r.kernel for r in built.kernels}
     assert {"acceptTreeKernel", "rewriteLogitsKernel<float>", "rewriteLogitsKernel<__half>",
             "rewriteLogitsKernel<__nv_bfloat16>"} <= kernels
-    assert sum(k.startswith("scoreNodesKernel<") for k in kernels) == 6  # 3 logits types x (copy, no copy)
+    assert sum(k.startswith("scoreNodesKernel<") for k in kernels) == 12  # 3 logits types x copy or not x LS or not
     for kernel in kernels:
         assert sorted(r.arch for r in built.kernels if r.kernel == kernel) == ["sm_100", "sm_80", "sm_90"], kernel
     for r in built.kernels:

@@ -398,21 +398,62 @@ constexpr int32_t kTargetHidden = 8;
 constexpr int32_t kDraftHidden = 4;
 constexpr int32_t kMaxPathLen = 5;
 
-//! Valid fields: feature_setup 0 (DT) or 1 (DD-DT), output_mode 0 (accept) or 1 (logits).
+// Block codes (accept_core.h FeatureBlock).
+constexpr int32_t kDT = 0;
+constexpr int32_t kDD = 1;
+constexpr int32_t kDT1 = 2;
+constexpr int32_t kDT2 = 3;
+constexpr int32_t kDD1 = 4;
+constexpr int32_t kLS = 5;
+
+//! The setups the checks use, by index: DT, DD-DT (the first contract's two), the shipped lookahead
+//! judge DD-DT-DT1-DT2-DD1-LS, and the target-only DT-DT1-DT2-LS of the stock route.
+std::vector<std::vector<int32_t>> const kSetups{
+    {kDT}, {kDD, kDT}, {kDD, kDT, kDT1, kDT2, kDD1, kLS}, {kDT, kDT1, kDT2, kLS}};
+constexpr int32_t kLookaheadSetup = 2;
+constexpr int32_t kTargetOnlyLookaheadSetup = 3;
+
+bool readsDraft(int32_t setup)
+{
+    for (int32_t block : kSetups[setup])
+    {
+        if (block == kDD || block == kDD1)
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool looksAhead(int32_t setup)
+{
+    return setup >= kLookaheadSetup;
+}
+
+int32_t featureSize(int32_t setup)
+{
+    int32_t size = 0;
+    for (int32_t block : kSetups[setup])
+    {
+        size += block == kLS ? 6 : (block == kDD || block == kDD1 ? kDraftHidden : kTargetHidden);
+    }
+    return size;
+}
+
+//! Valid fields: setup kSetups[setup] in feature_blocks, output_mode 0 (accept) or 1 (logits).
 Fields validFields(int32_t setup, int32_t mode)
 {
     Fields fields;
-    int32_t const featureSize = (setup == 1 ? kDraftHidden : 0) + kTargetHidden;
-    std::vector<float> weight(featureSize);
-    for (int32_t i = 0; i < featureSize; ++i)
+    std::vector<float> weight(featureSize(setup));
+    for (size_t i = 0; i < weight.size(); ++i)
     {
-        weight[i] = 0.25f * static_cast<float>(i) - 1.f;
+        weight[i] = 0.25f * static_cast<float>(i % 16) - 1.f;
     }
     fields.floats("judge_weight", weight);
     fields.floats("judge_bias", {-0.5f});
-    fields.ints("feature_setup", {setup});
+    fields.ints("feature_blocks", kSetups[setup]);
     fields.ints("target_hidden", {kTargetHidden});
-    fields.ints("draft_hidden", {setup == 1 ? kDraftHidden : 0});
+    fields.ints("draft_hidden", {readsDraft(setup) ? kDraftHidden : 0});
     fields.ints("max_path_len", {kMaxPathLen});
     fields.ints("output_mode", {mode});
     fields.floats("threshold", {0.25f});
@@ -571,11 +612,12 @@ void checkCreators()
     expect(std::string(v3->getPluginNamespace()) == "autojudge", "plugin namespace");
     PluginFieldCollection const* names = v3->getFieldNames();
     std::map<std::string, PluginFieldType> const expected{{"judge_weight", PluginFieldType::kFLOAT32},
-        {"judge_bias", PluginFieldType::kFLOAT32}, {"feature_setup", PluginFieldType::kINT32},
+        {"judge_bias", PluginFieldType::kFLOAT32}, {"feature_blocks", PluginFieldType::kINT32},
         {"target_hidden", PluginFieldType::kINT32}, {"draft_hidden", PluginFieldType::kINT32},
         {"max_path_len", PluginFieldType::kINT32}, {"output_mode", PluginFieldType::kINT32},
-        {"threshold", PluginFieldType::kFLOAT32}};
-    expect(names != nullptr && names->nbFields == static_cast<int32_t>(expected.size()), "getFieldNames: 8 fields");
+        {"threshold", PluginFieldType::kFLOAT32}, {"feature_setup", PluginFieldType::kINT32}};
+    expect(names != nullptr && names->nbFields == static_cast<int32_t>(expected.size()),
+        "getFieldNames: 9 fields (feature_setup: the first contract's, still accepted)");
     for (int32_t i = 0; i < names->nbFields; ++i)
     {
         auto const it = expected.find(names->fields[i].name);
@@ -598,13 +640,13 @@ void checkInitRegistration()
 
 void checkCreatePlugin()
 {
-    for (int32_t setup : {0, 1})
+    for (int32_t setup = 0; setup < static_cast<int32_t>(kSetups.size()); ++setup)
     {
         for (int32_t mode : {0, 1})
         {
             Fields fields = validFields(setup, mode);
             std::unique_ptr<IPluginV3> plugin = create(fields);
-            std::string const label = "feature_setup " + std::to_string(setup) + " output_mode " + std::to_string(mode);
+            std::string const label = "setup " + std::to_string(setup) + " output_mode " + std::to_string(mode);
             expect(plugin != nullptr, "createPlugin failed for " + label + ": " + gLogger.lastError());
             auto* core = capability<IPluginV3OneCore>(*plugin, PluginCapabilityType::kCORE);
             expect(core != nullptr && build(*plugin) != nullptr && runtime(*plugin) != nullptr,
@@ -618,6 +660,20 @@ void checkCreatePlugin()
                 "core name, version and namespace");
             expect(build(*plugin)->getNbOutputs() == (mode == 0 ? 4 : 1), "getNbOutputs (" + label + ")");
         }
+    }
+    // The first contract's field sets (feature_setup 0 / 1) are the blocks DT / DD-DT: the same fields,
+    // serialized as feature_blocks.
+    for (int32_t setup : {0, 1})
+    {
+        Fields legacy = validFields(setup, 0);
+        legacy.remove("feature_blocks");
+        legacy.ints("feature_setup", {setup});
+        std::unique_ptr<IPluginV3> old = create(legacy);
+        expect(old != nullptr, "a feature_setup field set must still create a plugin: " + gLogger.lastError());
+        Fields current = validFields(setup, 0);
+        expect(copyFields(runtime(*old)->getFieldsToSerialize())
+                == copyFields(runtime(*create(current))->getFieldsToSerialize()),
+            "feature_setup " + std::to_string(setup) + " must serialize as the feature_blocks of the same setup");
     }
 }
 
@@ -634,7 +690,7 @@ void checkRejectBadFields()
     std::vector<Case> const cases{
         {"missing judge_weight", 0, 0, [](Fields& f) { f.remove("judge_weight"); }, "missing field 'judge_weight'"},
         {"missing judge_bias", 0, 0, [](Fields& f) { f.remove("judge_bias"); }, "missing field 'judge_bias'"},
-        {"missing feature_setup", 0, 0, [](Fields& f) { f.remove("feature_setup"); }, "missing field 'feature_setup'"},
+        {"missing feature_blocks", 0, 0, [](Fields& f) { f.remove("feature_blocks"); }, "missing field 'feature_blocks'"},
         {"missing target_hidden", 0, 0, [](Fields& f) { f.remove("target_hidden"); }, "missing field 'target_hidden'"},
         {"missing max_path_len", 0, 0, [](Fields& f) { f.remove("max_path_len"); }, "missing field 'max_path_len'"},
         {"missing threshold (logits)", 0, 1, [](Fields& f) { f.remove("threshold"); }, "missing field 'threshold'"},
@@ -642,7 +698,19 @@ void checkRejectBadFields()
         {"weight size", 0, 0, [](Fields& f) { f.floats("judge_weight", std::vector<float>(kTargetHidden + 1, 0.f)); },
             "holds 9 values"},
         {"weight size DD-DT", 1, 0, [](Fields& f) { f.floats("judge_weight", std::vector<float>(kTargetHidden, 0.f)); },
-            "needs 12 (draft block first)"},
+            "holds 8 values, but feature_blocks DD-DT with target_hidden 8 and draft_hidden 4 needs 12 (DD: 4, DT: 8)"},
+        {"weight size lookahead", kLookaheadSetup, 0,
+            [](Fields& f) { f.floats("judge_weight", std::vector<float>(kDraftHidden + kTargetHidden, 0.f)); },
+            "holds 12 values, but feature_blocks DD-DT-DT1-DT2-DD1-LS with target_hidden 8 and draft_hidden 4 needs "
+            "38 (DD: 4, DT: 8, DT1: 8, DT2: 8, DD1: 4, LS: 6)"},
+        {"missing draft_hidden (DD1)", kLookaheadSetup, 0, [](Fields& f) { f.remove("draft_hidden"); },
+            "which feature_blocks DD-DT-DT1-DT2-DD1-LS needs"},
+        {"draft_hidden for a target-only lookahead", kTargetOnlyLookaheadSetup, 1,
+            [](Fields& f) { f.ints("draft_hidden", {4}); }, "reads no draft hidden state: set it to 0"},
+        {"unknown block", 0, 0, [](Fields& f) { f.ints("feature_blocks", {0, 6}); }, "holds 6 at index 1"},
+        {"repeated block", 0, 0, [](Fields& f) { f.ints("feature_blocks", {0, 2, 0}); }, "names block DT twice"},
+        {"legacy and current setup", 0, 0, [](Fields& f) { f.ints("feature_setup", {0}); },
+            "'feature_blocks' and 'feature_setup' are both given"},
         {"NaN weight", 0, 0,
             [](Fields& f) {
                 std::vector<float> weight(kTargetHidden, 0.f);
@@ -651,15 +719,21 @@ void checkRejectBadFields()
             },
             "NaN or inf at index 3"},
         {"inf bias", 0, 0, [](Fields& f) { f.floats("judge_bias", {INFINITY}); }, "'judge_bias' is NaN or inf"},
-        {"wrong type", 0, 0, [](Fields& f) { f.floats("feature_setup", {0.f}); }, "'feature_setup' must be int32"},
+        {"wrong type", 0, 0, [](Fields& f) { f.floats("feature_blocks", {0.f}); }, "'feature_blocks' must be int32"},
         {"wrong length", 0, 0, [](Fields& f) { f.floats("judge_bias", {0.f, 1.f}); }, "must hold 1 value, got 2"},
         {"unknown field", 0, 0, [](Fields& f) { f.floats("thresold", {0.5f}); }, "unknown field 'thresold'"},
         {"duplicate field", 0, 0, [](Fields& f) { f.duplicateInt("output_mode", 0); }, "'output_mode' is given twice"},
-        {"feature_setup value", 0, 0, [](Fields& f) { f.ints("feature_setup", {2}); }, "0 (DT) or 1 (DD-DT)"},
+        {"feature_setup value", 0, 0,
+            [](Fields& f) {
+                f.remove("feature_blocks");
+                f.ints("feature_setup", {2});
+            },
+            "0 (DT) or 1 (DD-DT): give feature_blocks"},
         {"output_mode value", 0, 0, [](Fields& f) { f.ints("output_mode", {5}); }, "0 (accept) or 1 (logits)"},
         {"target_hidden value", 0, 0, [](Fields& f) { f.ints("target_hidden", {0}); }, "'target_hidden' is 0"},
         {"draft_hidden for DT", 0, 0, [](Fields& f) { f.ints("draft_hidden", {4}); }, "set it to 0"},
         {"draft_hidden for DD-DT", 1, 0, [](Fields& f) { f.ints("draft_hidden", {0}); }, "needs the draft's hidden size"},
+        {"empty feature_blocks", 0, 0, [](Fields& f) { f.ints("feature_blocks", {}); }, "'feature_blocks' is empty"},
         {"max_path_len value", 0, 0, [](Fields& f) { f.ints("max_path_len", {0}); }, "'max_path_len' is 0"},
         {"threshold above 1", 0, 1, [](Fields& f) { f.floats("threshold", {1.5f}); }, "must lie in [0, 1]"},
         {"threshold NaN", 0, 0, [](Fields& f) { f.floats("threshold", {std::nanf("")}); }, "must lie in [0, 1]"},
@@ -762,6 +836,70 @@ void checkFormatCombinations()
     logits[6].desc.type = DataType::kFLOAT;
     expect(!b->supportsFormatCombination(6, logits.data(), 6, 1), "rewritten logits must keep the logits' type");
     expect(!b->supportsFormatCombination(0, logits.data(), 5, 1), "the old 5-input logits layout is refused");
+}
+
+void checkLookaheadInputs()
+{
+    // Accept mode, a target-only lookahead judge: the six inputs, then greedy_child [B, N + 1] as input 6.
+    Fields fields = validFields(kTargetOnlyLookaheadSetup, 0);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    IPluginV3OneBuild* b = build(*plugin);
+    std::vector<DynamicPluginTensorDesc> inputs = acceptInputs(2, 6, 3, false);
+    inputs.push_back(dynamicDesc({2, 7}));
+    std::vector<DynamicPluginTensorDesc> outputs = acceptOutputs(2);
+    expect(b->configurePlugin(inputs.data(), 7, outputs.data(), 4) == 0,
+        "DT-DT1-DT2-LS takes greedy_child as input 6: " + gLogger.lastError());
+    expect(b->configurePlugin(inputs.data(), 6, outputs.data(), 4) != 0
+            && gLogger.hasError("takes 7 inputs (target_logits, target_hidden, draft_tokens, draft_lens, paths, "
+                                "threshold, greedy_child)"),
+        "six inputs must be refused, naming greedy_child: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> wrongChildren = inputs;
+    wrongChildren[6].desc.dims.d[1] = 6;
+    expect(b->configurePlugin(wrongChildren.data(), 7, outputs.data(), 4) != 0
+            && gLogger.hasError("input 6 (greedy_child, [B, N + 1]) has 6 in dimension 1, expected 7"),
+        "greedy_child must have N + 1 columns: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> io = inputs;
+    io.insert(io.end(), outputs.begin(), outputs.end());
+    for (int32_t pos = 0; pos < 11; ++pos)
+    {
+        expect(b->supportsFormatCombination(pos, io.data(), 7, 4), "position " + std::to_string(pos) + " supported");
+    }
+    io[6].desc.type = DataType::kFLOAT;
+    expect(!b->supportsFormatCombination(6, io.data(), 7, 4), "float greedy_child refused");
+
+    // The shipped judge reads the draft too: draft_hidden is input 6, greedy_child input 7.
+    Fields shippedFields = validFields(kLookaheadSetup, 0);
+    plugin = create(shippedFields);
+    std::vector<DynamicPluginTensorDesc> shipped = acceptInputs(2, 6, 3, true);
+    shipped.push_back(dynamicDesc({2, 7}));
+    expect(build(*plugin)->configurePlugin(shipped.data(), 8, outputs.data(), 4) == 0,
+        "DD-DT-DT1-DT2-DD1-LS takes draft_hidden, then greedy_child: " + gLogger.lastError());
+
+    // Logits mode: a sequence's draft rows are a chain, so there is no greedy_child input.
+    Fields logitsFields = validFields(kTargetOnlyLookaheadSetup, 1);
+    plugin = create(logitsFields);
+    std::vector<DynamicPluginTensorDesc> rewritten{dynamicDesc({9, 100})};
+    std::vector<DynamicPluginTensorDesc> logits = logitsInputs(9, 100, 12, 3);
+    expect(build(*plugin)->configurePlugin(logits.data(), 6, rewritten.data(), 1) == 0,
+        "a target-only lookahead judge takes the six stock inputs in logits mode: " + gLogger.lastError());
+
+    // Paths too short for any verdict (2 draft tokens, the judge needs 2 after a node): said once, at creation.
+    auto warnings = [] {
+        size_t count = 0;
+        for (auto const& [severity, message] : gLogger.entries)
+        {
+            count += severity == ILogger::Severity::kWARNING && message.find("never gives a verdict") != std::string::npos;
+        }
+        return count;
+    };
+    size_t const before = warnings();
+    Fields shortPaths = validFields(kTargetOnlyLookaheadSetup, 0);
+    shortPaths.ints("max_path_len", {3});
+    expect(create(shortPaths) != nullptr && warnings() == before + 1
+            && gLogger.entries.back().second.find("max_path_len 3") != std::string::npos,
+        "a lookahead judge with max_path_len 3 must be created with one warning naming it");
+    shortPaths.ints("max_path_len", {4});
+    expect(create(shortPaths) != nullptr && warnings() == before + 1, "max_path_len 4 gives verdicts: no warning");
 }
 
 void checkOutputShapes()
@@ -873,7 +1011,7 @@ void checkWorkspace()
     inputs[0].max.d[1] = 128256;
     std::vector<DynamicPluginTensorDesc> outputs = acceptOutputs(64);
     size_t const bytes = build(*plugin)->getWorkspaceSize(inputs.data(), 6, outputs.data(), 4);
-    size_t const expected = size_t{64} * 17 * 16 * 12; // rows * ceil(128256 / 8192) splits * 12-byte partials
+    size_t const expected = size_t{64} * 17 * 16 * 40; // rows * ceil(128256 / 8192) splits * 40-byte RowScores
     expect(bytes == expected, "workspace " + std::to_string(bytes) + " bytes, expected " + std::to_string(expected));
 
     Fields logitsFields = validFields(0, 1);
@@ -881,7 +1019,7 @@ void checkWorkspace()
     std::vector<DynamicPluginTensorDesc> logits = logitsInputs(77, 128256, 500, 33);
     std::vector<DynamicPluginTensorDesc> rewritten{dynamicDesc({77, 128256})};
     size_t const logitsBytes = build(*plugin)->getWorkspaceSize(logits.data(), 6, rewritten.data(), 1);
-    size_t const partials = size_t{77} * 16 * 12;                           // 14784, a multiple of 16
+    size_t const partials = size_t{77} * 16 * 40;                           // 49280, a multiple of 16
     size_t const expectedLogits = (partials + 15) / 16 * 16 + 33 * sizeof(int32_t); // then the token ends [S]
     expect(logitsBytes == expectedLogits, "logits-mode workspace " + std::to_string(logitsBytes) + " bytes, expected "
             + std::to_string(expectedLogits) + " (partials, then one token end per sequence)");
@@ -889,7 +1027,7 @@ void checkWorkspace()
 
 void checkSerializationRoundTrip()
 {
-    for (int32_t setup : {0, 1})
+    for (int32_t setup = 0; setup < static_cast<int32_t>(kSetups.size()); ++setup)
     {
         for (int32_t mode : {0, 1})
         {
@@ -1036,6 +1174,7 @@ std::map<std::string, std::function<void()>> const kChecks{
     {"reject_bad_fields", checkRejectBadFields},
     {"output_data_types", checkOutputDataTypes},
     {"format_combinations", checkFormatCombinations},
+    {"lookahead_inputs", checkLookaheadInputs},
     {"output_shapes", checkOutputShapes},
     {"configure_shapes", checkConfigureShapes},
     {"workspace", checkWorkspace},

@@ -58,7 +58,8 @@ Tensor outputOr(std::optional<Tensor> const& given, char const* name, char const
 
 //! The rows, hidden states and judge head shared by both modes.
 autojudge::NodeRows nodeRows(Tensor const& targetLogits, Tensor const& targetHidden,
-    std::optional<Tensor> const& draftHidden, Tensor const& judgeWeight, double judgeBias)
+    std::optional<Tensor> const& draftHidden, Tensor const& judgeWeight, double judgeBias,
+    std::vector<int64_t> const& featureBlocks) // [K] FeatureBlock codes, weight order
 {
     at::Device const device = targetLogits.device();
     TORCH_CHECK(targetLogits.is_cuda(), "target_logits must be a CUDA tensor (CPU tensors run the host core)");
@@ -71,10 +72,19 @@ autojudge::NodeRows nodeRows(Tensor const& targetLogits, Tensor const& targetHid
     {
         check(*draftHidden, "draft_hidden", "[rows, Hd]", device, targetHidden.scalar_type(), {rows, -1});
     }
-    check(judgeWeight, "judge_weight", "[Hd + Ht] (draft block first) or [Ht]", device, at::kFloat,
-        {draftSize + targetHidden.size(1)});
-    TORCH_CHECK(rows <= INT32_MAX && targetLogits.size(1) <= INT32_MAX && targetHidden.size(1) <= INT32_MAX,
+    TORCH_CHECK(rows <= INT32_MAX && targetLogits.size(1) <= INT32_MAX && targetHidden.size(1) <= INT32_MAX
+            && draftSize <= INT32_MAX,
         "extents must fit int32");
+    std::vector<int32_t> const blocks(featureBlocks.begin(), featureBlocks.end());
+    autojudge::JudgeLayout layout;
+    TORCH_CHECK(autojudge::makeJudgeLayout(blocks.data(), static_cast<int32_t>(blocks.size()),
+                    static_cast<int32_t>(targetHidden.size(1)), static_cast<int32_t>(draftSize), layout),
+        "feature_blocks must be distinct block codes (0 DT, 1 DD, 2 DT1, 3 DT2, 4 DD1, 5 LS), with draft_hidden "
+        "given when one reads the draft");
+    TORCH_CHECK(autojudge::readsDraft(layout) == draftHidden.has_value(),
+        "give draft_hidden exactly when a block reads the draft (DD, DD1)");
+    check(judgeWeight, "judge_weight", "[F] (the blocks' features, in their order)", device, at::kFloat,
+        {layout.featureSize});
     autojudge::NodeRows nodes{};
     nodes.targetLogits = targetLogits.data_ptr();
     nodes.targetHidden = targetHidden.data_ptr();
@@ -83,9 +93,7 @@ autojudge::NodeRows nodeRows(Tensor const& targetLogits, Tensor const& targetHid
     nodes.hiddenType = elementType(targetHidden, "target_hidden");
     nodes.numRows = static_cast<int32_t>(rows);
     nodes.vocabSize = static_cast<int32_t>(targetLogits.size(1));
-    nodes.judge = autojudge::JudgeHeadView{judgeWeight.data_ptr<float>(), static_cast<float>(judgeBias),
-        draftHidden ? autojudge::FeatureSetup::kDD_DT : autojudge::FeatureSetup::kDT,
-        static_cast<int32_t>(targetHidden.size(1)), static_cast<int32_t>(draftSize)};
+    nodes.judge = autojudge::JudgeHeadView{judgeWeight.data_ptr<float>(), static_cast<float>(judgeBias), layout};
     return nodes;
 }
 
@@ -105,12 +113,15 @@ std::vector<Tensor> accept(Tensor targetLogits, // [B * (N + 1), V] fp32/fp16/bf
     Tensor paths,                                // [B, P, D + 1] int32
     Tensor threshold,                            // [B] float32
     Tensor judgeWeight,                          // [F] float32
-    double judgeBias, std::optional<Tensor> draftHidden, // [B * (N + 1), Hd] (DD-DT)
+    double judgeBias, std::vector<int64_t> featureBlocks, // [K] FeatureBlock codes
+    std::optional<Tensor> draftHidden,           // [B * (N + 1), Hd] (blocks DD, DD1)
+    std::optional<Tensor> greedyChild,           // [B, N + 1] int32 (blocks DT1, DT2, DD1, LS)
     std::optional<Tensor> acceptedTokens, std::optional<Tensor> acceptedLens, std::optional<Tensor> bestPath,
     std::optional<Tensor> judgedCount)
 {
     c10::cuda::CUDAGuard guard(targetLogits.device());
-    autojudge::NodeRows const nodes = nodeRows(targetLogits, targetHidden, draftHidden, judgeWeight, judgeBias);
+    autojudge::NodeRows const nodes
+        = nodeRows(targetLogits, targetHidden, draftHidden, judgeWeight, judgeBias, featureBlocks);
     at::Device const device = targetLogits.device();
     check(draftTokens, "draft_tokens", "[B, N]", device, at::kInt, {-1, -1});
     int64_t const batch = draftTokens.size(0);
@@ -123,6 +134,12 @@ std::vector<Tensor> accept(Tensor targetLogits, // [B * (N + 1), V] fp32/fp16/bf
     check(paths, "paths", "[B, P, D + 1]", device, at::kInt, {batch, -1, -1});
     TORCH_CHECK(paths.size(2) >= 1 && paths.size(1) <= INT32_MAX, "paths must be [B, P, D + 1] with D + 1 >= 1");
     check(threshold, "threshold", "[B]", device, at::kFloat, {batch});
+    TORCH_CHECK((nodes.judge.layout.windowTokens > 0) == greedyChild.has_value(),
+        "give greedy_child [B, N + 1] exactly when a block looks ahead (DT1, DT2, DD1, LS)");
+    if (greedyChild)
+    {
+        check(*greedyChild, "greedy_child", "[B, N + 1]", device, at::kInt, {batch, numDraftNodes + 1});
+    }
     int64_t const maxPathLen = paths.size(2);
 
     autojudge::AcceptTreeArgs args{};
@@ -131,6 +148,7 @@ std::vector<Tensor> accept(Tensor targetLogits, // [B * (N + 1), V] fp32/fp16/bf
     args.draftLens = draftLens.data_ptr<int32_t>();
     args.paths = paths.data_ptr<int32_t>();
     args.threshold = threshold.data_ptr<float>();
+    args.greedyChild = greedyChild ? greedyChild->data_ptr<int32_t>() : nullptr;
     args.batchSize = static_cast<int32_t>(batch);
     args.numDraftNodes = static_cast<int32_t>(numDraftNodes);
     args.numPaths = static_cast<int32_t>(paths.size(1));
@@ -160,11 +178,13 @@ Tensor rewriteLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16
     Tensor requestTypes,                   // [S] int32, CPU: host_request_types
     Tensor hostContextLengths,             // [S] int32, CPU
     double threshold, Tensor judgeWeight,  // [F] float32
-    double judgeBias, std::optional<Tensor> draftHidden, // [L, Hd] (DD-DT)
-    std::optional<Tensor> rewrittenLogits)               // [L, V] out
+    double judgeBias, std::vector<int64_t> featureBlocks, // [K] FeatureBlock codes
+    std::optional<Tensor> draftHidden,     // [L, Hd] (blocks DD, DD1)
+    std::optional<Tensor> rewrittenLogits) // [L, V] out
 {
     c10::cuda::CUDAGuard guard(targetLogits.device());
-    autojudge::NodeRows const nodes = nodeRows(targetLogits, targetHidden, draftHidden, judgeWeight, judgeBias);
+    autojudge::NodeRows const nodes
+        = nodeRows(targetLogits, targetHidden, draftHidden, judgeWeight, judgeBias, featureBlocks);
     at::Device const device = targetLogits.device();
     check(inputIds, "input_ids", "[T]", device, at::kInt, {-1});
     check(lastTokenIds, "last_token_ids", "[L]", device, at::kInt, {nodes.numRows});
@@ -203,12 +223,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
     m.def("accept", &accept, "AutoJudge accept mode on CUDA tensors", py::arg("target_logits"),
         py::arg("target_hidden"), py::arg("draft_tokens"), py::arg("draft_lens"), py::arg("paths"),
-        py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("draft_hidden") = py::none(),
+        py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("feature_blocks"),
+        py::arg("draft_hidden") = py::none(), py::arg("greedy_child") = py::none(),
         py::arg("accepted_tokens") = py::none(), py::arg("accepted_lens") = py::none(),
         py::arg("best_path") = py::none(), py::arg("judged_count") = py::none());
     m.def("rewrite_logits", &rewriteLogits, "AutoJudge logits mode on CUDA tensors", py::arg("target_logits"),
         py::arg("target_hidden"), py::arg("input_ids"), py::arg("last_token_ids"), py::arg("request_types"),
         py::arg("host_context_lengths"),
-        py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("draft_hidden") = py::none(),
-        py::arg("rewritten_logits") = py::none());
+        py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("feature_blocks"),
+        py::arg("draft_hidden") = py::none(), py::arg("rewritten_logits") = py::none());
 }

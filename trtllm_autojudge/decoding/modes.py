@@ -144,21 +144,27 @@ class JudgeRule:
 
     @property
     def fusable(self) -> bool:
-        """Whether ``torch.ops.autojudge.accept`` implements this judge (setups DT and DD-DT, without a
-        token veto or a per-response limit)."""
-        return self.head.setup in ("DT", "DD-DT") and not self.head.meta.get("veto") and self.max_judged is None
+        """Whether ``torch.ops.autojudge.accept`` implements this judge: any setup of the blocks the
+        compiled core computes (spec/judge_blocks.py: DT, DD, DT1, DT2, DD1, LS), without a token veto
+        or a per-response limit."""
+        from ..spec.judge_blocks import BLOCK_CODES
+
+        return (all(b in BLOCK_CODES for b in self.head.blocks) and not self.head.meta.get("veto")
+                and self.max_judged is None)
 
     def accept_fused(self, ctx: VerifyContext, paths: np.ndarray) -> Acceptance:
-        """Judge + path walk in one ``torch.ops.autojudge.accept`` call (CUDA kernel or C++ host core)."""
+        """Judge + path walk in one ``torch.ops.autojudge.accept`` call (CUDA kernel or C++ host core);
+        ``paths`` [1, P, D+1]. A lookahead judge gets the tree's greedy children."""
         from ..ops.torch_ops import accept
 
         device = ctx.target_logits.device
         as_tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a), device=device)  # noqa: E731
         draft_tokens = as_tensor(ctx.draft_tokens.astype(np.int32))  # [1, N]
+        greedy_child = as_tensor(ctx.tree.greedy_child.astype(np.int32)[None]) if self.lookahead else None  # [1, N+1]
         out = accept(ctx.target_logits, ctx.target_hidden, draft_tokens,
                      torch.full((1,), ctx.tree.num_nodes, dtype=torch.int32, device=device), as_tensor(paths),
                      self.threshold, torch.as_tensor(self.w, device=device), self.c,
-                     ctx.draft_hidden if self.needs_draft_hidden else None)
+                     ctx.draft_hidden if self.needs_draft_hidden else None, self.head.setup, greedy_child)
         return Acceptance(*(t.cpu().numpy() for t in (out.accepted_lens, out.best_path, out.accepted_tokens,
                                                        out.judged_count)))
 

@@ -12,6 +12,7 @@ the token alone (docs/results.md, "A lookahead judge"). Blocks, in the vocabular
   LS        six lookahead scores from the target's logits after the node (row 0) and after c1
             (row 1): log p0(c1), log p1(c2) (both floored at MIN_LOG_PROB), c1 == argmax p0,
             c2 == argmax p1 (1.0 or 0.0), the entropy of p0, the entropy of p1           [6]
+            (LOOKAHEAD_SCORES names them in this order)
 
 A block needs WINDOW_TOKENS_AFTER[block] draft tokens after the node; a node without them (the
 last ones of a chain) has no verdict and is rejected. So a lookahead judge never reads the deepest
@@ -25,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-# DD1 needs two: the draft computes its hidden state at c1 only when it drafts c2 after it.
-WINDOW_TOKENS_AFTER = {"DT1": 1, "DD1": 2, "DT2": 2, "LS": 2}
+# One vocabulary with the compiled core (plugins/include/autojudge/accept_core.h): spec/judge_blocks.py.
+from ..spec.judge_blocks import LOOKAHEAD_SCORES, MIN_LOG_PROB, WINDOW_TOKENS_AFTER
+
 LOOKAHEAD_BLOCKS = tuple(WINDOW_TOKENS_AFTER)
-NUM_SCORES = 6
-MIN_LOG_PROB = -30.0  # log-probabilities below this are floored (a feature scaler needs finite values)
+NUM_SCORES = len(LOOKAHEAD_SCORES)
 
 
 def lookahead_scores(

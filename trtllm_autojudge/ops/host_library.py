@@ -14,18 +14,19 @@ import ctypes
 import functools
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from ..spec.acceptance import Acceptance
+from ..spec.judge_blocks import block_codes, feature_size, reads_draft, window_tokens
 from ..spec.packed_step import StepMismatch
 from .build import cuda_toolchain_available, ensure_built
 
-ABI_VERSION = 2  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
+ABI_VERSION = 3  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
 ENV_VAR = "AUTOJUDGE_HOST_LIBRARY"
 # dtype code of the C ABI per array dtype; uint16 carries bfloat16 bits.
 DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint16): 2}
-FEATURE_SETUPS = {"DT": 0, "DD-DT": 1}
 STEP_MISMATCH = 2  # AUTOJUDGE_HOST_STEP_MISMATCH: the sequences' tokens do not add up to input_ids
 
 _i32, _f32, _vp = ctypes.c_int32, ctypes.c_float, ctypes.c_void_p
@@ -61,6 +62,41 @@ def _elements(a, name: str) -> tuple[np.ndarray, int]:
     return a, DTYPE_CODES[a.dtype]
 
 
+class _Judge(NamedTuple):
+    """The judge arguments the C ABI shares (``host_api.h``), checked; the arrays stay alive with it."""
+
+    rows: int  # R
+    arrays: tuple  # the contiguous arrays the pointers of ``arguments`` point into
+    arguments: tuple  # vocab_size .. judge_bias
+
+
+def _judge(target_logits, target_hidden, judge_weight, judge_bias: float, setup: str, draft_hidden) -> _Judge:
+    logits, logits_code = _elements(target_logits, "target_logits")
+    hidden, hidden_code = _elements(target_hidden, "target_hidden")
+    if logits.ndim != 2 or hidden.ndim != 2 or hidden.shape[0] != logits.shape[0] or logits.shape[1] < 1:
+        raise ValueError(f"target_logits must be [R, V] with V >= 1 and target_hidden [R, Ht], got "
+                         f"{logits.shape} and {hidden.shape}")
+    codes = block_codes(setup)
+    if reads_draft(setup) != (draft_hidden is not None):
+        raise ValueError(f"setup {setup} {'reads' if reads_draft(setup) else 'reads no'} draft hidden states: "
+                         f"{'give' if reads_draft(setup) else 'do not give'} draft_hidden")
+    draft, draft_size = None, 0
+    if draft_hidden is not None:
+        draft, draft_code = _elements(draft_hidden, "draft_hidden")
+        if draft_code != hidden_code or draft.ndim != 2 or draft.shape[0] != logits.shape[0]:
+            raise ValueError(f"draft_hidden must be [R, Hd] of target_hidden's type ({hidden.dtype}), got "
+                             f"{draft.shape} {draft.dtype}")
+        draft_size = draft.shape[1]
+    features = feature_size(setup, hidden.shape[1], draft_size)
+    weight = np.ascontiguousarray(judge_weight, dtype=np.float32).reshape(-1)
+    if weight.size != features:
+        raise ValueError(f"judge_weight has {weight.size} values, setup {setup} with these hidden states has "
+                         f"{features} features")
+    return _Judge(logits.shape[0], (logits, hidden, draft, codes, weight),
+                  (logits.shape[1], logits_code, _ptr(logits), hidden_code, _ptr(hidden), hidden.shape[1], _ptr(draft),
+                   draft_size, codes.size, _ptr(codes), _ptr(weight), float(judge_bias)))
+
+
 class HostCore:
     """The loaded host library. Use :func:`host_core` for the process-wide instance."""
 
@@ -72,14 +108,19 @@ class HostCore:
         if abi != ABI_VERSION:
             raise ImportError(f"{self.path} has host ABI {abi}, this package needs {ABI_VERSION}: rebuild it with "
                               f"`trtllm-autojudge build-plugin`")
-        lib.autojudge_host_score_rows.argtypes = [_i32, _i32, _i32, _vp, _i32, _vp, _i32, _vp, _i32, _i32, _vp, _f32,
-                                                  _vp, _vp]
+        judge = [_i32, _i32, _vp, _i32, _vp, _i32, _vp, _i32, _i32, _vp, _vp, _f32]  # vocab_size .. judge_bias
+        lib.autojudge_host_feature_block_name.argtypes = [_i32]
+        lib.autojudge_host_feature_block_name.restype = ctypes.c_char_p
+        lib.autojudge_host_feature_block_window.argtypes = [_i32]
+        lib.autojudge_host_feature_block_window.restype = _i32
+        lib.autojudge_host_judge_nodes.argtypes = [_i32, _i32] + judge + [_vp, _i32, _i32, _vp, _vp, _vp, _vp, _vp]
+        lib.autojudge_host_judge_rows.argtypes = [_i32] + judge + [_i32, _vp, _vp, _i32, _vp, _vp, _vp, _vp]
         lib.autojudge_host_accept_tree.argtypes = [_i32, _i32, _i32, _i32] + [_vp] * 10
         lib.autojudge_host_segment_step.argtypes = [_i32, _vp, _i32, _i32, _vp, _vp, _vp, _vp]
         lib.autojudge_host_rewrite_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp, _i32, _vp, _vp, _i32, _vp, _vp,
                                                       _f32, _vp]
-        for f in (lib.autojudge_host_score_rows, lib.autojudge_host_accept_tree, lib.autojudge_host_segment_step,
-                  lib.autojudge_host_rewrite_logits):
+        for f in (lib.autojudge_host_judge_nodes, lib.autojudge_host_judge_rows, lib.autojudge_host_accept_tree,
+                  lib.autojudge_host_segment_step, lib.autojudge_host_rewrite_logits):
             f.restype = _i32
         self._lib = lib
 
@@ -92,50 +133,110 @@ class HostCore:
             raise ValueError(f"{function.__name__} refused its arguments (status {status}): a size, dtype or "
                              f"pointer is invalid")
 
-    def score_rows(self, target_logits, target_hidden, judge_weight, judge_bias: float, draft_hidden=None
-                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Target argmax and judge logit of every row.
+    def feature_block(self, code: int) -> tuple[str, int] | None:
+        """(name, draft tokens a node needs after it) of the compiled core's feature block ``code``
+        (``accept_core.h`` FeatureBlock), None for an unknown code."""
+        name = self._lib.autojudge_host_feature_block_name(int(code))
+        return None if name is None else (name.decode(), self._lib.autojudge_host_feature_block_window(int(code)))
+
+    def judge_nodes(self, target_logits, target_hidden, draft_tokens, paths, judge_weight, judge_bias: float,
+                    setup: str, draft_hidden=None, greedy_child=None, draft_lens=None) -> tuple[np.ndarray, np.ndarray]:
+        """Accept mode: the target argmax of every node and the judge logit of the nodes the rule scores
+        (kernel 2 before its path walk, ``host_api.h`` ``autojudge_host_judge_nodes``).
 
         Parameters
         ----------
         target_logits : array
-            Shape: ``[R, V]`` (float32, float16, or bfloat16 bits as uint16).
+            Shape: ``[B * (N + 1), V]`` (float32, float16, or bfloat16 bits as uint16); node n of
+            sequence b at row ``b * (N + 1) + n``.
         target_hidden : array
-            Shape: ``[R, Ht]``, element type as ``draft_hidden``.
+            Shape: ``[B * (N + 1), Ht]``, element type as ``draft_hidden``.
+        draft_tokens : array
+            Shape: ``[B, N]`` int, token of node n at column n - 1.
+        paths : array
+            Shape: ``[B, P, D + 1]`` int, root-to-leaf node indices, -1 padded.
         judge_weight : array
-            Shape: ``[F]`` float32, F = Ht (DT) or Hd + Ht (DD-DT, draft block first).
+            Shape: ``[F]`` float32: the folded weights of ``setup``'s blocks, in its order.
         judge_bias : float
+        setup : str
+            The judge's blocks, '-'-joined (:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`).
         draft_hidden : array, optional
-            Shape: ``[R, Hd]``; given for the DD-DT feature setup.
+            Shape: ``[B * (N + 1), Hd]``; given when a block reads the draft (DD, DD1).
+        greedy_child : array, optional
+            Shape: ``[B, N + 1]`` int, the rank-0 child of each node (-1 none); given when a block
+            looks ahead (DT1, DT2, DD1, LS).
+        draft_lens : array, optional
+            Shape: ``[B]`` int; nodes 1..draft_lens[b] may be accepted (default N).
 
         Returns
         -------
         (target_argmax, judge_logit)
-            Shapes ``[R]`` int32 (first maximum; NaN ranks above numbers) and ``[R]`` float32
-            (``judge_bias + judge_weight . features`` accumulated in float32).
+            Shapes ``[B, N + 1]`` int32 (first maximum; NaN ranks above numbers) and ``[B, N + 1]``
+            float32: the judge logit (accumulated in float32) of each node that mismatches its parent
+            on a path row within ``draft_lens`` and has the draft tokens its blocks need after it;
+            +inf at every other node.
         """
-        logits, logits_code = _elements(target_logits, "target_logits")
-        hidden, hidden_code = _elements(target_hidden, "target_hidden")
-        if logits.ndim != 2 or hidden.ndim != 2 or hidden.shape[0] != logits.shape[0] or logits.shape[1] < 1:
-            raise ValueError(f"target_logits must be [R, V] with V >= 1 and target_hidden [R, Ht], got "
-                             f"{logits.shape} and {hidden.shape}")
-        draft = None
-        if draft_hidden is not None:
-            draft, draft_code = _elements(draft_hidden, "draft_hidden")
-            if draft_code != hidden_code or draft.ndim != 2 or draft.shape[0] != logits.shape[0]:
-                raise ValueError(f"draft_hidden must be [R, Hd] of target_hidden's type ({hidden.dtype}), got "
-                                 f"{draft.shape} {draft.dtype}")
-        weight = np.ascontiguousarray(judge_weight, dtype=np.float32).reshape(-1)
-        features = hidden.shape[1] + (0 if draft is None else draft.shape[1])
-        if weight.size != features:
-            raise ValueError(f"judge_weight has {weight.size} values, the hidden states give {features} features")
-        rows = logits.shape[0]
-        argmax = np.empty(rows, np.int32)
-        judge_logit = np.empty(rows, np.float32)
-        setup = FEATURE_SETUPS["DT" if draft is None else "DD-DT"]
-        self._call(self._lib.autojudge_host_score_rows, rows, logits.shape[1], logits_code, _ptr(logits), hidden_code,
-                   _ptr(hidden), hidden.shape[1], _ptr(draft), 0 if draft is None else draft.shape[1], setup,
-                   _ptr(weight), float(judge_bias), _ptr(argmax), _ptr(judge_logit))
+        judge = _judge(target_logits, target_hidden, judge_weight, judge_bias, setup, draft_hidden)
+        draft_tokens = _int32(draft_tokens, "draft_tokens", 2)
+        B, N = draft_tokens.shape
+        paths = _int32(paths, "paths", 3)
+        if judge.rows != B * (N + 1) or paths.shape[0] != B or paths.shape[2] < 1:
+            raise ValueError(f"with draft_tokens [B, N] = {draft_tokens.shape}, target_logits must have B * (N + 1) "
+                             f"rows and paths be [B, P, D+1]; got {judge.rows} rows and paths {paths.shape}")
+        draft_lens = np.full(B, N, np.int32) if draft_lens is None else _int32(draft_lens, "draft_lens", 1)
+        if draft_lens.shape != (B,):
+            raise ValueError(f"draft_lens must be [B] = [{B}], got {draft_lens.shape}")
+        looks_ahead = window_tokens(setup) > 0
+        if looks_ahead != (greedy_child is not None):
+            raise ValueError(f"setup {setup} {'looks' if looks_ahead else 'does not look'} ahead: "
+                             f"{'give' if looks_ahead else 'do not give'} greedy_child [B, N+1]")
+        if greedy_child is not None:
+            greedy_child = _int32(greedy_child, "greedy_child", 2)
+            if greedy_child.shape != (B, N + 1):
+                raise ValueError(f"greedy_child must be [B, N+1] = [{B}, {N + 1}], got {greedy_child.shape}")
+        argmax, judge_logit = np.empty((B, N + 1), np.int32), np.empty((B, N + 1), np.float32)
+        self._call(self._lib.autojudge_host_judge_nodes, B, N, *judge.arguments,
+                   _ptr(draft_tokens), paths.shape[1], paths.shape[2], _ptr(paths), _ptr(draft_lens),
+                   _ptr(greedy_child), _ptr(argmax), _ptr(judge_logit))
+        return argmax, judge_logit
+
+    def judge_rows(self, target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
+                   judge_weight, judge_bias: float, setup: str, draft_hidden=None) -> tuple[np.ndarray, np.ndarray]:
+        """Logits mode: the target argmax of every gathered row and the judge logit of the draft rows
+        the rule scores (``host_api.h`` ``autojudge_host_judge_rows``).
+
+        Parameters
+        ----------
+        target_logits, input_ids, last_token_ids, request_types, host_context_lengths : array
+            As :meth:`rewrite_logits` (``target_logits`` ``[L, V]``).
+        target_hidden : array
+            Shape: ``[L, Ht]``: the LM head's input rows.
+        judge_weight, judge_bias, setup, draft_hidden
+            As :meth:`judge_nodes` (``draft_hidden``: ``[L, Hd]``).
+
+        Returns
+        -------
+        (target_argmax, judge_logit)
+            Shapes ``[L]`` int32 and ``[L]`` float32: the judge logit of each draft row of a segmented
+            sequence whose token mismatches the argmax of the row before it and that has the draft
+            rows its blocks need after it (the sequence's next ones); +inf at every other row.
+
+        Raises
+        ------
+        StepMismatch
+            When the sequences' tokens do not add up to ``input_ids``.
+        """
+        judge = _judge(target_logits, target_hidden, judge_weight, judge_bias, setup, draft_hidden)
+        L = judge.rows
+        last_token_ids = _int32(last_token_ids, "last_token_ids", 1)
+        if last_token_ids.shape != (L,):
+            raise ValueError(f"last_token_ids must be [L] = [{L}], got {last_token_ids.shape}")
+        input_ids = _int32(input_ids, "input_ids", 1)
+        request_types, host_context_lengths = _sequences(request_types, host_context_lengths)
+        argmax, judge_logit = np.empty(L, np.int32), np.empty(L, np.float32)
+        self._call(self._lib.autojudge_host_judge_rows, L, *judge.arguments,
+                   input_ids.size, _ptr(input_ids), _ptr(last_token_ids), request_types.size, _ptr(request_types),
+                   _ptr(host_context_lengths), _ptr(argmax), _ptr(judge_logit))
         return argmax, judge_logit
 
     def accept_tree(self, draft_tokens, target_argmax, paths, judge_logit=None, threshold=None, draft_lens=None
@@ -218,7 +319,7 @@ class HostCore:
         target_logits : array
             Shape: ``[L, V]`` (float32, float16, or bfloat16 bits as uint16).
         target_argmax, judge_logit : array
-            Shape: ``[L]`` each (from :meth:`score_rows`).
+            Shape: ``[L]`` each (from :meth:`judge_rows`).
         input_ids : array
             Shape: ``[T]`` int, the step's packed input ids.
         last_token_ids : array

@@ -5,19 +5,22 @@
 - ``torch.ops.autojudge.rewrite_logits``: logits mode (``plugins/README.md``): the target logits
   with the judge-accepted draft tokens made the row's argmax.
 
-CPU tensors run the C++ host core (:mod:`.host_library`); CUDA tensors run the CUDA kernels
-through the extension of :mod:`.cuda_extension` (built on first use, GPU hosts only). Both run
-the functions of ``plugins/include/autojudge/accept_core.h``. Words as in
-:mod:`trtllm_autojudge.spec.acceptance`.
+The judge may be any setup of the blocks of :mod:`trtllm_autojudge.spec.judge_blocks` (DT, DD,
+DT1, DT2, DD1, LS), as :class:`trtllm_autojudge.decoding.modes.JudgeRule` scores it. CPU tensors run
+the C++ host core (:mod:`.host_library`); CUDA tensors run the CUDA kernels through the extension of
+:mod:`.cuda_extension` (built on first use, GPU hosts only). Both run the functions of
+``plugins/include/autojudge/accept_core.h``. Words as in :mod:`trtllm_autojudge.spec.acceptance`.
 """
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ..spec.judge_blocks import block_codes, feature_size, reads_draft, window_tokens
 from .cuda_extension import cuda_extension
 from .host_library import host_core
 
@@ -40,7 +43,7 @@ def _check(t: Tensor, name: str, shape: str, sizes: tuple, dtypes: tuple, device
         raise ValueError(f"{name} must be {shape}, got {tuple(t.shape)}")
 
 
-def _check_rows(target_logits: Tensor, target_hidden: Tensor, judge_weight: Tensor,
+def _check_rows(target_logits: Tensor, target_hidden: Tensor, judge_weight: Tensor, setup: str,
                 draft_hidden: Optional[Tensor]) -> None:
     device = target_logits.device
     _check(target_logits, "target_logits", "[rows, V]", (None, None), FLOAT_TYPES, device)
@@ -48,17 +51,19 @@ def _check_rows(target_logits: Tensor, target_hidden: Tensor, judge_weight: Tens
         raise ValueError("target_logits needs a vocabulary of at least one entry")
     rows = target_logits.shape[0]
     _check(target_hidden, "target_hidden", "[rows, Ht]", (rows, None), FLOAT_TYPES, device)
-    features = target_hidden.shape[1]
+    if reads_draft(setup) != (draft_hidden is not None):
+        raise ValueError(f"setup {setup} {'reads' if reads_draft(setup) else 'reads no'} draft hidden states: "
+                         f"{'give' if reads_draft(setup) else 'do not give'} draft_hidden [rows, Hd]")
     if draft_hidden is not None:
         _check(draft_hidden, "draft_hidden", "[rows, Hd]", (rows, None), (target_hidden.dtype,), device)
-        features += draft_hidden.shape[1]
-    _check(judge_weight, "judge_weight", "[Hd + Ht] (DD-DT, draft block first) or [Ht] (DT)", (features,),
+    features = feature_size(setup, target_hidden.shape[1], 0 if draft_hidden is None else draft_hidden.shape[1])
+    _check(judge_weight, "judge_weight", f"[{features}] (the features of setup {setup}, in its order)", (features,),
            (torch.float32,), device)
 
 
-def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight,
-                  draft_hidden) -> None:
-    _check_rows(target_logits, target_hidden, judge_weight, draft_hidden)
+def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
+                  draft_hidden, greedy_child) -> None:
+    _check_rows(target_logits, target_hidden, judge_weight, setup, draft_hidden)
     device = target_logits.device
     _check(draft_tokens, "draft_tokens", "[B, N]", (None, None), (torch.int32,), device)
     B, N = draft_tokens.shape
@@ -70,11 +75,16 @@ def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths,
     if paths.shape[2] < 1:
         raise ValueError("paths must be [B, P, D + 1] with D + 1 >= 1 (the root column)")
     _check(threshold, "threshold", "[B]", (B,), (torch.float32,), device)
+    if (window_tokens(setup) > 0) != (greedy_child is not None):
+        raise ValueError(f"setup {setup} {'looks' if window_tokens(setup) else 'does not look'} ahead: "
+                         f"{'give' if window_tokens(setup) else 'do not give'} greedy_child [B, N + 1]")
+    if greedy_child is not None:
+        _check(greedy_child, "greedy_child", "[B, N + 1]", (B, N + 1), (torch.int32,), device)
 
 
 def _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                   judge_weight, draft_hidden) -> None:
-    _check_rows(target_logits, target_hidden, judge_weight, draft_hidden)
+                   judge_weight, setup, draft_hidden) -> None:
+    _check_rows(target_logits, target_hidden, judge_weight, setup, draft_hidden)
     device = target_logits.device
     _check(input_ids, "input_ids", "[T]", (None,), (torch.int32,), device)
     _check(last_token_ids, "last_token_ids", "[L]", (target_logits.shape[0],), (torch.int32,), device)
@@ -91,30 +101,34 @@ def _numpy(t: Tensor) -> np.ndarray:
 
 @torch.library.custom_op("autojudge::accept", mutates_args=(), device_types="cpu")
 def _accept_op(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor, paths: Tensor,
-               threshold: Tensor, judge_weight: Tensor, judge_bias: float, draft_hidden: Optional[Tensor] = None
-               ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, draft_hidden)
+               threshold: Tensor, judge_weight: Tensor, judge_bias: float, setup: str, draft_hidden: Optional[Tensor],
+               greedy_child: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
+                  draft_hidden, greedy_child)
     core = host_core()
-    argmax, judge_logit = core.score_rows(_numpy(target_logits), _numpy(target_hidden), _numpy(judge_weight),
-                                          judge_bias, None if draft_hidden is None else _numpy(draft_hidden))
-    B, N = draft_tokens.shape
-    out = core.accept_tree(_numpy(draft_tokens), argmax.reshape(B, N + 1), _numpy(paths),
-                           judge_logit.reshape(B, N + 1), _numpy(threshold), _numpy(draft_lens))
+    optional = lambda t: None if t is None else _numpy(t)  # noqa: E731
+    argmax, judge_logit = core.judge_nodes(_numpy(target_logits), _numpy(target_hidden), _numpy(draft_tokens),
+                                           _numpy(paths), _numpy(judge_weight), judge_bias, setup,
+                                           optional(draft_hidden), optional(greedy_child), _numpy(draft_lens))
+    out = core.accept_tree(_numpy(draft_tokens), argmax, _numpy(paths), judge_logit, _numpy(threshold),
+                           _numpy(draft_lens))
     return (torch.from_numpy(out.accepted_tokens), torch.from_numpy(out.accepted_len),
             torch.from_numpy(out.best_path), torch.from_numpy(out.judged_count))
 
 
 @_accept_op.register_kernel("cuda")
 def _accept_cuda(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, judge_bias,
-                 draft_hidden=None):
-    _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, draft_hidden)
+                 setup, draft_hidden, greedy_child):
+    _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
+                  draft_hidden, greedy_child)
     return tuple(cuda_extension().accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold,
-                                         judge_weight, judge_bias, draft_hidden))
+                                         judge_weight, judge_bias, block_codes(setup).tolist(), draft_hidden,
+                                         greedy_child))
 
 
 @_accept_op.register_fake
 def _accept_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, judge_bias,
-                 draft_hidden=None):
+                 setup, draft_hidden, greedy_child):
     B, D1 = draft_tokens.shape[0], paths.shape[2]
     new = lambda *shape: target_logits.new_empty(shape, dtype=torch.int32)  # noqa: E731
     return new(B, D1), new(B), new(B), new(B)
@@ -123,44 +137,52 @@ def _accept_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, 
 @torch.library.custom_op("autojudge::rewrite_logits", mutates_args=(), device_types="cpu")
 def _rewrite_op(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
                 request_types: Tensor, host_context_lengths: Tensor, threshold: float, judge_weight: Tensor,
-                judge_bias: float, draft_hidden: Optional[Tensor] = None) -> Tensor:
+                judge_bias: float, setup: str, draft_hidden: Optional[Tensor]) -> Tensor:
     _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                   judge_weight, draft_hidden)
+                   judge_weight, setup, draft_hidden)
     core = host_core()
     logits = _numpy(target_logits)
-    argmax, judge_logit = core.score_rows(logits, _numpy(target_hidden), _numpy(judge_weight), judge_bias,
-                                          None if draft_hidden is None else _numpy(draft_hidden))
-    out = core.rewrite_logits(logits, argmax, judge_logit, _numpy(input_ids), _numpy(last_token_ids),
-                              _numpy(request_types), _numpy(host_context_lengths), threshold)
-    out = torch.from_numpy(out)
+    sequences = (_numpy(input_ids), _numpy(last_token_ids), _numpy(request_types), _numpy(host_context_lengths))
+    argmax, judge_logit = core.judge_rows(logits, _numpy(target_hidden), *sequences, _numpy(judge_weight), judge_bias,
+                                          setup, None if draft_hidden is None else _numpy(draft_hidden))
+    out = torch.from_numpy(core.rewrite_logits(logits, argmax, judge_logit, *sequences, threshold))
     return out.view(torch.int16).view(torch.bfloat16) if target_logits.dtype == torch.bfloat16 else out
 
 
 @_rewrite_op.register_kernel("cuda")
 def _rewrite_cuda(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                  threshold, judge_weight, judge_bias, draft_hidden=None):
+                  threshold, judge_weight, judge_bias, setup, draft_hidden):
     _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                   judge_weight, draft_hidden)
+                   judge_weight, setup, draft_hidden)
     return cuda_extension().rewrite_logits(target_logits, target_hidden, input_ids, last_token_ids, request_types,
-                                           host_context_lengths, threshold, judge_weight, judge_bias, draft_hidden)
+                                           host_context_lengths, threshold, judge_weight, judge_bias,
+                                           block_codes(setup).tolist(), draft_hidden)
 
 
 @_rewrite_op.register_fake
 def _rewrite_fake(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                  threshold, judge_weight, judge_bias, draft_hidden=None):
+                  threshold, judge_weight, judge_bias, setup, draft_hidden):
     return torch.empty_like(target_logits)
+
+
+def _setup(setup: Optional[str], draft_hidden: Optional[Tensor]) -> str:
+    """The judge's setup; by default DT, or DD-DT when the draft's hidden states are given."""
+    return setup if setup is not None else ("DT" if draft_hidden is None else "DD-DT")
 
 
 def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor, paths: Tensor,
            threshold: Tensor | float, judge_weight: Tensor, judge_bias: float,
-           draft_hidden: Optional[Tensor] = None) -> AcceptedDraft:
+           draft_hidden: Optional[Tensor] = None, setup: Optional[str] = None,
+           greedy_child: Optional[Tensor] = None) -> AcceptedDraft:
     """Judge-gated acceptance of a batch of draft trees (``torch.ops.autojudge.accept``).
 
     Node ``n`` of sequence ``b`` (node 0 is the root) owns row ``b * (N + 1) + n`` of the logits and
     hidden states. A node is accepted when its draft token equals the target argmax of its parent,
     or when its judge logit ``judge_bias + judge_weight . x`` is finite and below
     ``logit(threshold[b])``; each sequence keeps the longest accepted prefix of its best path,
-    then the correction token.
+    then the correction token. Only mismatching nodes are scored; a node without the draft tokens
+    its lookahead blocks need after it (its greedy child, and grandchild) has no verdict (rejected).
+    Paths too short for any verdict are said once, as a warning.
 
     Parameters
     ----------
@@ -179,11 +201,18 @@ def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, d
     threshold : Tensor or float
         Shape: ``[B]`` (or a scalar for every sequence), in [0, 1].
     judge_weight : Tensor
-        Shape: ``[F]`` float32, the folded weights: F = Ht (DT) or Hd + Ht (DD-DT, draft block first).
+        Shape: ``[F]`` float32, the folded weights of ``setup``'s blocks in its order (DD-DT: Hd + Ht).
     judge_bias : float
         The folded bias.
     draft_hidden : Tensor, optional
-        Shape: ``[B * (N + 1), Hd]``, ``target_hidden``'s dtype; given for the DD-DT setup.
+        Shape: ``[B * (N + 1), Hd]``, ``target_hidden``'s dtype; given when a block reads the draft
+        (DD, DD1).
+    setup : str, optional
+        The judge's blocks, '-'-joined, from :data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`
+        (the judge file's setup); default DT, or DD-DT when ``draft_hidden`` is given.
+    greedy_child : Tensor, optional
+        Shape: ``[B, N + 1]``; the rank-0 child of each node, -1 for none (a chain: n + 1, then -1;
+        cast to int32); given when a block looks ahead (DT1, DT2, DD1, LS).
 
     Returns
     -------
@@ -203,25 +232,32 @@ def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, d
     """
     B = draft_tokens.shape[0]
     device = target_logits.device
+    setup = _setup(setup, draft_hidden)
     if not isinstance(threshold, Tensor):
         threshold = torch.full((B,), float(threshold), dtype=torch.float32, device=device)
     result = torch.ops.autojudge.accept(
         target_logits, target_hidden, draft_tokens.to(torch.int32), draft_lens.to(torch.int32),
-        paths.to(torch.int32), threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias),
-        draft_hidden)
+        paths.to(torch.int32), threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias), setup,
+        draft_hidden, None if greedy_child is None else greedy_child.to(torch.int32))
+    window, depth = window_tokens(setup), paths.shape[-1] - 1
+    if window and depth <= window:  # Python's default filter shows it once per calling line
+        warnings.warn(f"judge setup {setup} needs {window} draft tokens after a node for a verdict, and paths of at "
+                      f"most {depth} draft tokens leave no node any: the judge gives no verdict, only exact matches "
+                      f"are accepted; draft at least {window + 1} tokens per path", stacklevel=2)
     return AcceptedDraft(*result)
 
 
 def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
                    request_types: Tensor, host_context_lengths: Tensor, threshold: float, judge_weight: Tensor,
-                   judge_bias: float, draft_hidden: Optional[Tensor] = None) -> Tensor:
+                   judge_bias: float, draft_hidden: Optional[Tensor] = None, setup: Optional[str] = None) -> Tensor:
     """The target logits of a packed TensorRT-LLM step, rewritten for an exact-match decoder.
 
     ``torch.ops.autojudge.rewrite_logits``: the step is segmented into sequences by
     ``request_types`` / ``host_context_lengths`` (:mod:`trtllm_autojudge.spec.packed_step`);
     in each row whose draft child (the next row of the same sequence) mismatches the row's argmax
     and passes the judge, the draft token becomes the row's strict argmax; every other entry is
-    copied (``plugins/README.md``, "Logits mode").
+    copied (``plugins/README.md``, "Logits mode"). A sequence's draft rows are a chain: the
+    lookahead blocks of a draft row read the sequence's next draft rows.
 
     Parameters
     ----------
@@ -239,10 +275,12 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
     threshold : float
         In [0, 1].
     judge_weight : Tensor
-        Shape: ``[F]`` float32.
+        Shape: ``[F]`` float32, the folded weights of ``setup``'s blocks in its order.
     judge_bias : float
     draft_hidden : Tensor, optional
-        Shape: ``[L, Hd]``; given for the DD-DT setup.
+        Shape: ``[L, Hd]``; given when a block reads the draft (DD, DD1).
+    setup : str, optional
+        As :func:`accept`.
 
     Returns
     -------
@@ -252,4 +290,4 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
     return torch.ops.autojudge.rewrite_logits(
         target_logits, target_hidden, input_ids.to(torch.int32), last_token_ids.to(torch.int32),
         request_types.to(torch.int32), host_context_lengths.to(torch.int32), float(threshold),
-        judge_weight.to(torch.float32), float(judge_bias), draft_hidden)
+        judge_weight.to(torch.float32), float(judge_bias), _setup(setup, draft_hidden), draft_hidden)

@@ -15,6 +15,11 @@
  *   best path      longest accepted prefix; ties: fewer judged nodes, then the lower path index.
  *   correction     targetArgmax at the last accepted node of the best path (the bonus token when
  *   token          the whole path was accepted); emitted after the accepted draft tokens.
+ *
+ * The judge (judge/head.py, judge/lookahead.py; decoding/modes.py JudgeRule): judge_logit = bias +
+ * weight . x(n), x(n) the node's feature blocks in the judge's order (FeatureBlock). c1 and c2 are
+ * the node's greedy child and grandchild; a node without the draft tokens its blocks need after it
+ * has no verdict (rejected). Only mismatching nodes are scored.
  */
 #pragma once
 
@@ -33,12 +38,9 @@ namespace autojudge
 //! Padding value of paths and accepted tokens.
 constexpr int32_t kPad = -1;
 
-//! Which hidden states the judge reads at a node (PAPER.md section 2).
-enum class FeatureSetup : int32_t
-{
-    kDT = 0,    //!< the target's hidden state: features [target_hidden]
-    kDD_DT = 1, //!< the draft's, then the target's: features [draft_hidden + target_hidden]
-};
+//! Vocabulary entries per chunk of a row: the kernels score each chunk in its own block and merge the
+//! chunks' RowScores in chunk order; the host core merges the same chunks in the same order.
+constexpr int32_t kVocabChunk = 8192;
 
 AUTOJUDGE_HD uint32_t floatBits(float value)
 {
@@ -107,8 +109,30 @@ struct PathWalk
     int32_t judgedCount; //!< how many of them were mismatches let through by the judge
 };
 
-//! Longest accepted prefix of one path row. A node index outside [1, numValidNodes] ends the
-//! path: -1 padding, a node past draft_lens, or a malformed index (never read out of bounds).
+//! Visit the nodes of one path row in order, up to the first index outside [1, numValidNodes] (-1
+//! padding, a node past draft_lens, or a malformed index: never read out of bounds), while
+//! visit(node, exact) returns true; exact: the node's draft token is its path parent's target argmax.
+template <typename Visit>
+AUTOJUDGE_HD void visitPath(int32_t const* path, //!< [max_path_len] node indices, path[0] == 0
+    int32_t maxPathLen,
+    int32_t numValidNodes,                       //!< validNodeCount(draft_lens[b], N)
+    int32_t const* draftTokens,                  //!< [num_draft_nodes] token of node n at n - 1
+    int32_t const* targetArgmax,                 //!< [num_draft_nodes + 1]
+    Visit visit)
+{
+    int32_t parent = 0;
+    for (int32_t j = 1; j < maxPathLen; ++j)
+    {
+        int32_t const node = path[j];
+        if (node < 1 || node > numValidNodes || !visit(node, draftTokens[node - 1] == targetArgmax[parent]))
+        {
+            return;
+        }
+        parent = node;
+    }
+}
+
+//! Longest accepted prefix of one path row (visitPath's nodes, while exact or relaxed).
 AUTOJUDGE_HD PathWalk walkPath(int32_t const* path, //!< [max_path_len] node indices, path[0] == 0
     int32_t maxPathLen,                               //!< D + 1
     int32_t numValidNodes,                            //!< validNodeCount(draft_lens[b], N)
@@ -117,25 +141,15 @@ AUTOJUDGE_HD PathWalk walkPath(int32_t const* path, //!< [max_path_len] node ind
     uint8_t const* relaxed)                           //!< [num_draft_nodes + 1] judge lets node n through
 {
     PathWalk walk{0, 0};
-    int32_t parent = 0;
-    for (int32_t j = 1; j < maxPathLen; ++j)
-    {
-        int32_t const node = path[j];
-        if (node < 1 || node > numValidNodes)
+    visitPath(path, maxPathLen, numValidNodes, draftTokens, targetArgmax, [&](int32_t node, bool exact) {
+        if (!exact && !relaxed[node])
         {
-            break;
+            return false;
         }
-        if (draftTokens[node - 1] != targetArgmax[parent])
-        {
-            if (!relaxed[node])
-            {
-                break;
-            }
-            ++walk.judgedCount;
-        }
+        walk.judgedCount += exact ? 0 : 1;
         ++walk.acceptedLen;
-        parent = node;
-    }
+        return true;
+    });
     return walk;
 }
 
@@ -282,6 +296,346 @@ AUTOJUDGE_HD bool judgeRewritesRow(int32_t draftToken, int32_t parentArgmax, int
 {
     return draftToken >= 0 && draftToken < vocabSize && draftToken != parentArgmax
         && judgeRelaxes(judgeLogit, cut);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The judge's features (spec/judge_blocks.py holds the same vocabulary; tests pin them equal).
+
+//! A feature block of the judge: the values of the plugin's feature_blocks field. A judge's
+//! weights are its blocks' features, block after block, in the order of its block list.
+enum class FeatureBlock : int32_t
+{
+    kDT = 0,  //!< the target's hidden state with the node's token as the input   [Ht]
+    kDD = 1,  //!< the draft's hidden state there                                 [Hd]
+    kDT1 = 2, //!< the target's hidden state at the node's greedy child c1        [Ht]
+    kDT2 = 3, //!< the target's hidden state at c1's greedy child c2              [Ht]
+    kDD1 = 4, //!< the draft's hidden state at c1                                 [Hd]
+    kLS = 5,  //!< six lookahead scores of the node's and c1's logits rows        [kNumLookaheadScores]
+};
+constexpr int32_t kNumFeatureBlocks = 6;
+//! Codes 0 .. kNumHiddenBlocks - 1 are hidden-state rows: one dot product with their weights each.
+constexpr int32_t kNumHiddenBlocks = 5;
+//! LS, in this order: log p0(c1), log p1(c2) (floored at kMinLogProb), c1 == argmax p0, c2 ==
+//! argmax p1 (1 or 0), entropy of p0, entropy of p1; p0 / p1: the target's softmax after n / c1.
+constexpr int32_t kNumLookaheadScores = 6;
+constexpr float kMinLogProb = -30.f;
+
+//! The block's name in setups ("DD-DT-LS"), nullptr for an unknown code.
+inline char const* featureBlockName(int32_t code)
+{
+    constexpr char const* kNames[kNumFeatureBlocks] = {"DT", "DD", "DT1", "DT2", "DD1", "LS"};
+    return code >= 0 && code < kNumFeatureBlocks ? kNames[code] : nullptr;
+}
+
+//! Draft tokens a node needs after it for the block (0, 1 or 2). DD1 needs two: the draft computes
+//! its hidden state at c1 only when it drafts c2 after it.
+AUTOJUDGE_HD int32_t blockWindowTokens(FeatureBlock block)
+{
+    return block == FeatureBlock::kDT1 ? 1 : (block == FeatureBlock::kDT || block == FeatureBlock::kDD ? 0 : 2);
+}
+
+AUTOJUDGE_HD bool blockReadsDraft(FeatureBlock block)
+{
+    return block == FeatureBlock::kDD || block == FeatureBlock::kDD1;
+}
+
+AUTOJUDGE_HD int32_t blockWidth(FeatureBlock block, int32_t targetHidden, int32_t draftHidden)
+{
+    return block == FeatureBlock::kLS ? kNumLookaheadScores : (blockReadsDraft(block) ? draftHidden : targetHidden);
+}
+
+//! Where each block's weights lie in judge_weight, and what a node needs for a verdict.
+struct JudgeLayout
+{
+    int32_t weightOffset[kNumFeatureBlocks]; //!< first weight of each block, -1 when the judge lacks it
+    int32_t targetHidden;                    //!< Ht
+    int32_t draftHidden;                     //!< Hd, 0 when no block reads the draft
+    int32_t featureSize;                     //!< F, the length of judge_weight
+    int32_t windowTokens;                    //!< draft tokens a node needs after it (0, 1 or 2)
+};
+
+AUTOJUDGE_HD bool hasBlock(JudgeLayout const& layout, FeatureBlock block)
+{
+    return layout.weightOffset[static_cast<int32_t>(block)] >= 0;
+}
+
+AUTOJUDGE_HD bool readsDraft(JudgeLayout const& layout)
+{
+    return hasBlock(layout, FeatureBlock::kDD) || hasBlock(layout, FeatureBlock::kDD1);
+}
+
+//! The layout of a block list ([numBlocks] FeatureBlock codes, weight order). False for an empty
+//! list, an unknown or repeated code, Ht < 1, or Hd < 1 with a draft block (Hd is kept only then).
+inline bool makeJudgeLayout(int32_t const* blocks, int32_t numBlocks, int32_t targetHidden, int32_t draftHidden,
+    JudgeLayout& layout)
+{
+    JudgeLayout made{{-1, -1, -1, -1, -1, -1}, targetHidden, 0, 0, 0};
+    bool valid = numBlocks >= 1 && blocks != nullptr && targetHidden >= 1;
+    for (int32_t i = 0; valid && i < numBlocks; ++i)
+    {
+        valid = featureBlockName(blocks[i]) != nullptr && made.weightOffset[blocks[i]] < 0;
+        if (valid)
+        {
+            auto const block = static_cast<FeatureBlock>(blocks[i]);
+            made.draftHidden = blockReadsDraft(block) ? draftHidden : made.draftHidden;
+            valid = !blockReadsDraft(block) || draftHidden >= 1;
+            made.weightOffset[blocks[i]] = made.featureSize;
+            made.featureSize += blockWidth(block, targetHidden, draftHidden);
+            made.windowTokens = blockWindowTokens(block) > made.windowTokens ? blockWindowTokens(block) : made.windowTokens;
+        }
+    }
+    if (valid)
+    {
+        layout = made;
+    }
+    return valid;
+}
+
+//! The folded judge: judge_logit = weight . features + bias (DESIGN.md section 4).
+struct JudgeHeadView
+{
+    float const* weight; //!< [layout.featureSize] float32
+    float bias;          //!< folded intercept
+    JudgeLayout layout;
+};
+
+//! The weights of one block (nullptr when the judge lacks it).
+AUTOJUDGE_HD float const* blockWeights(JudgeHeadView const& judge, FeatureBlock block)
+{
+    int32_t const offset = judge.layout.weightOffset[static_cast<int32_t>(block)];
+    return offset >= 0 ? judge.weight + offset : nullptr;
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kLargestFloat = 3.402823466e38f;
+
+//! 2^x; on the device the flush-to-zero MUFU form: a subnormal 2^x (x < -126) is 0, which changes the
+//! softmax sums by less than float rounding, and the form without the flush is a subroutine call whose
+//! saved registers make the kernels spill (sm_100).
+AUTOJUDGE_HD float exp2Fast(float x)
+{
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return ::exp2f(x);
+#endif
+}
+
+//! Streaming softmax statistics of a logits row (or a part of it), in base 2: with t_i = (x_i - max)
+//! log2(e) for the elements x_i seen and max the largest of them, sum = sum_i 2^t_i and shifted =
+//! sum_i 2^t_i t_i. A -inf element adds 0 (probability 0) and so does a NaN one; a row holding NaN or
+//! +inf gets no scores at all (rowLogSumExp, rowEntropy look at its maximum), as in the reference.
+struct SoftmaxState
+{
+    float max;
+    float sum;
+    float shifted;
+
+    //! Express the sums relative to newMax >= max.
+    AUTOJUDGE_HD void rebase(float newMax)
+    {
+        if (sum > 0.f)
+        {
+            float const t = (max - newMax) * kLog2e;
+            float const scale = exp2Fast(t);
+            shifted = scale * (shifted + t * sum);
+            sum *= scale;
+        }
+        max = newMax;
+    }
+
+    //! Add an element no larger than max (the kernels rebase once per loaded vector, then add its
+    //! elements with no branch; max * log2(e) is then computed once per vector). t is floored at
+    //! -kLargestFloat so that -inf and NaN elements add exactly 0.
+    AUTOJUDGE_HD void addBelowMax(float x)
+    {
+        float const t = ::fmaxf(::fmaf(x, kLog2e, -max * kLog2e), -kLargestFloat);
+        float const e = exp2Fast(t);
+        sum += e;
+        shifted = ::fmaf(e, t, shifted);
+    }
+
+    AUTOJUDGE_HD void add(float x)
+    {
+        if (x > max)
+        {
+            rebase(x);
+        }
+        addBelowMax(x);
+    }
+
+    AUTOJUDGE_HD void merge(SoftmaxState other)
+    {
+        float const newMax = other.max > max ? other.max : max;
+        rebase(newMax);
+        other.rebase(newMax);
+        sum += other.sum;
+        shifted += other.shifted;
+    }
+};
+
+//! What the judge reads of one row (node): its target argmax (argmaxPrefers order) and the maximum
+//! in that order, softmax statistics (kept only when the judge has LS), and the dot product of the
+//! row's hidden state with the weights of each hidden block the judge has (dot[code]; 0 otherwise).
+//! The kernels build it per vocabulary chunk and merge the chunks in a fixed order.
+struct RowScore
+{
+    float maxValue;
+    int32_t argmax;
+    SoftmaxState softmax;
+    float dot[kNumHiddenBlocks];
+};
+
+static_assert(sizeof(RowScore) == 40, "plugins/README.md sizes the workspace with 40-byte RowScores");
+
+AUTOJUDGE_HD RowScore emptyRowScore()
+{
+    return RowScore{-INFINITY, 0x7fffffff, SoftmaxState{-INFINITY, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f, 0.f}};
+}
+
+AUTOJUDGE_HD void mergeRowScore(RowScore& into, RowScore const& other)
+{
+    if (argmaxPrefers(other.maxValue, other.argmax, into.maxValue, into.argmax))
+    {
+        into.maxValue = other.maxValue;
+        into.argmax = other.argmax;
+    }
+    into.softmax.merge(other.softmax);
+    for (int32_t code = 0; code < kNumHiddenBlocks; ++code)
+    {
+        into.dot[code] += other.dot[code];
+    }
+}
+
+//! log sum exp of a row; NaN when its maximum is NaN, +inf or -inf (reference: NaN, +inf, -inf).
+AUTOJUDGE_HD float rowLogSumExp(RowScore const& row)
+{
+    return isFiniteFloat(row.maxValue) ? row.softmax.max + ::logf(row.softmax.sum) : NAN;
+}
+
+//! -sum p log p of a row's softmax (masked tokens count 0); NaN when its maximum is not finite.
+//! a / b for b in [1, 2^126]: IEEE division on the host; on the device __fdividef (2 ulp), as an IEEE
+//! division's slow-path subroutine makes kernel 2 spill the registers it saves (sm_100).
+AUTOJUDGE_HD float divideBounded(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdividef(a, b);
+#else
+    return a / b;
+#endif
+}
+
+AUTOJUDGE_HD float rowEntropy(RowScore const& row)
+{
+    // sum >= 1: the maximum's own term is 2^0
+    return isFiniteFloat(row.maxValue) ? ::logf(row.softmax.sum) - kLn2 * divideBounded(row.softmax.shifted, row.softmax.sum)
+                                       : NAN;
+}
+
+AUTOJUDGE_HD float floorLogProb(float logProb)
+{
+    return logProb < kMinLogProb ? kMinLogProb : logProb; // NaN stays NaN, as torch.clamp
+}
+
+//! The LS block of a node n (judge/lookahead.py lookahead_scores): `node` is n's row and `child`
+//! c1's; nodeLogitOfC1 = target_logits[n, c1's token] and childLogitOfC2 = target_logits[c1, c2's
+//! token] (NaN for a token outside the vocabulary).
+AUTOJUDGE_HD void lookaheadScores(RowScore const& node, float nodeLogitOfC1, int32_t c1Token, RowScore const& child,
+    float childLogitOfC2, int32_t c2Token, float* scores) //!< [kNumLookaheadScores] out
+{
+    scores[0] = floorLogProb(nodeLogitOfC1 - rowLogSumExp(node));
+    scores[1] = floorLogProb(childLogitOfC2 - rowLogSumExp(child));
+    scores[2] = node.argmax == c1Token ? 1.f : 0.f;
+    scores[3] = child.argmax == c2Token ? 1.f : 0.f;
+    scores[4] = rowEntropy(node);
+    scores[5] = rowEntropy(child);
+}
+
+AUTOJUDGE_HD bool tokenInVocab(int32_t token, int32_t vocabSize)
+{
+    return token >= 0 && token < vocabSize;
+}
+
+//! The nodes a node's lookahead blocks read: its greedy child c1 and c1's greedy child c2 (-1: none).
+struct Lookahead
+{
+    int32_t child;
+    int32_t grandchild;
+};
+
+//! Accept mode: c1 and c2 of `node` from greedy_child (the rank-0 child of each node, decoding/tree.py
+//! DraftTree.greedy_child); an entry outside [1, numValidNodes] is none (a child past draft_lens).
+AUTOJUDGE_HD Lookahead treeLookahead(int32_t const* greedyChild, //!< [num_draft_nodes + 1]
+    int32_t node, int32_t numValidNodes)
+{
+    int32_t const child = greedyChild[node];
+    if (child < 1 || child > numValidNodes)
+    {
+        return Lookahead{kPad, kPad};
+    }
+    int32_t const grandchild = greedyChild[child];
+    return Lookahead{child, grandchild >= 1 && grandchild <= numValidNodes ? grandchild : kPad};
+}
+
+//! Logits mode: a sequence's draft rows form a chain, so row r's c1 and c2 are the next rows up to
+//! the sequence's last row.
+AUTOJUDGE_HD Lookahead chainLookahead(int32_t row, int32_t lastRow)
+{
+    return Lookahead{row + 1 <= lastRow ? row + 1 : kPad, row + 2 <= lastRow ? row + 2 : kPad};
+}
+
+//! A node has a verdict when it has the draft tokens its blocks need after it.
+AUTOJUDGE_HD bool hasVerdict(JudgeLayout const& layout, Lookahead ahead)
+{
+    return layout.windowTokens == 0 || (ahead.child >= 0 && (layout.windowTokens == 1 || ahead.grandchild >= 0));
+}
+
+//! judge_logit of a node with a verdict, accumulated in float32: bias, then each block's weights .
+//! its features. child / grandchild: the rows of c1 / c2, read only by the blocks that look ahead;
+//! the token logits and tokens are lookaheadScores' (read only with LS).
+AUTOJUDGE_HD float nodeJudgeLogit(JudgeHeadView const& judge, RowScore const& node, RowScore const& child,
+    RowScore const& grandchild, float nodeLogitOfC1, int32_t c1Token, float childLogitOfC2, int32_t c2Token)
+{
+    float logit = judge.bias;
+    for (int32_t code = 0; code < kNumHiddenBlocks; ++code)
+    {
+        auto const block = static_cast<FeatureBlock>(code);
+        if (hasBlock(judge.layout, block))
+        {
+            int32_t const window = blockWindowTokens(block);
+            logit += (window == 0 ? node : (block == FeatureBlock::kDT2 ? grandchild : child)).dot[code];
+        }
+    }
+    if (float const* weights = blockWeights(judge, FeatureBlock::kLS))
+    {
+        float scores[kNumLookaheadScores];
+        lookaheadScores(node, nodeLogitOfC1, c1Token, child, childLogitOfC2, c2Token, scores);
+        for (int32_t k = 0; k < kNumLookaheadScores; ++k)
+        {
+            logit += weights[k] * scores[k];
+        }
+    }
+    return logit;
+}
+
+//! Marks the mismatching nodes of one path row that the walk may reach (visitPath's nodes). Their
+//! verdicts are the only ones the walk can read, so only they are scored.
+AUTOJUDGE_HD void markMismatches(int32_t const* path, //!< [max_path_len], path[0] == 0
+    int32_t maxPathLen, int32_t numValidNodes,
+    int32_t const* draftTokens,  //!< [num_draft_nodes]
+    int32_t const* targetArgmax, //!< [num_draft_nodes + 1]
+    uint8_t* mismatch)           //!< [num_draft_nodes + 1] set to 1 at each mismatching node
+{
+    visitPath(path, maxPathLen, numValidNodes, draftTokens, targetArgmax, [&](int32_t node, bool exact) {
+        if (!exact)
+        {
+            mismatch[node] = 1; // only 1s: threads marking the same node concurrently agree
+        }
+        return true;
+    });
 }
 
 } // namespace autojudge

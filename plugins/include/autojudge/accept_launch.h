@@ -3,13 +3,16 @@
  * return cudaError_t). The TensorRT plugin and the torch extension both call these.
  *
  * Both modes run the same two kernels:
- *   1. scoreNodes: one block per (row, vocabulary chunk): the partial argmax of the target logits
- *      over the chunk and the partial judge dot product over a slice of the features, into the
- *      workspace. In logits mode it also copies the row to the output.
- *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence: reduces the
- *      partials of its rows (target argmax, judge logit = bias + dot), then walks the paths and
- *      writes the accepted tokens, or (logits mode) segments the packed step with the
- *      accept_core.h rule and rewrites the rows whose draft child the judge accepts.
+ *   1. scoreNodes: one block per (row, vocabulary chunk): the chunk's RowScore (accept_core.h): the
+ *      partial argmax of the target logits, the partial softmax statistics (judges with LS) and
+ *      the partial dot products of the row's hidden states with each hidden block's weights over a
+ *      slice of the features, into the workspace. In logits mode it also copies the row to the output.
+ *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence: merges the
+ *      partials of its rows into RowScores (target argmax), scores the mismatching nodes (the
+ *      judge logit of accept_core.h nodeJudgeLogit from the rows of the node, its greedy child and
+ *      grandchild), then walks the paths and writes the accepted tokens, or (logits mode) segments
+ *      the packed step with the accept_core.h rule and rewrites the rows whose draft child the
+ *      judge accepts.
  * Shapes use B = batch_size, N = num_draft_nodes, P = num_paths, D + 1 = max_path_len.
  */
 #pragma once
@@ -24,32 +27,20 @@
 namespace autojudge
 {
 
-//! Vocabulary entries per block of scoreNodes (the split of a row across blocks).
-constexpr int32_t kVocabChunk = 8192;
 //! Largest N + 1 (nodes per sequence, root included) the acceptTree kernel holds in shared memory.
 constexpr int32_t kMaxTreeNodes = 2048;
-
-//! The folded judge head: judge_logit = weight . features + bias (DESIGN.md section 4).
-struct JudgeHeadView
-{
-    float const* weight;     //!< [feature_size] float32: draft block first for DD-DT
-    float bias;              //!< folded intercept
-    FeatureSetup setup;      //!< DT or DD-DT
-    int32_t targetHidden;    //!< Ht
-    int32_t draftHidden;     //!< Hd (0 for DT)
-};
 
 //! What scoreNodes reads: one row per node (accept mode) or per gathered logits row (logits mode).
 struct NodeRows
 {
     void const* targetLogits; //!< [num_rows, vocab_size] of logitsType
     void const* targetHidden; //!< [num_rows, target_hidden] of hiddenType
-    void const* draftHidden;  //!< [num_rows, draft_hidden] of hiddenType; nullptr for DT
+    void const* draftHidden;  //!< [num_rows, draft_hidden] of hiddenType; nullptr unless a block reads the draft
     ElementType logitsType;
     ElementType hiddenType;
     int32_t numRows;
     int32_t vocabSize;
-    JudgeHeadView judge;
+    JudgeHeadView judge;      //!< weight in device memory
 };
 
 struct AcceptTreeArgs
@@ -59,6 +50,7 @@ struct AcceptTreeArgs
     int32_t const* draftLens;    //!< [B]
     int32_t const* paths;        //!< [B, P, D + 1]
     float const* threshold;      //!< [B]
+    int32_t const* greedyChild;  //!< [B, N + 1] rank-0 child of each node, -1 none; nullptr unless the judge looks ahead
     int32_t batchSize;           //!< B
     int32_t numDraftNodes;       //!< N
     int32_t numPaths;            //!< P
@@ -88,12 +80,12 @@ inline int32_t vocabSplits(int64_t vocabSize)
     return vocabSize <= 0 ? 1 : static_cast<int32_t>((vocabSize + kVocabChunk - 1) / kVocabChunk);
 }
 
-//! Bytes of workspace both launchers need for num_rows rows of vocab_size logits.
+//! Bytes of workspace both launchers need for num_rows rows of vocab_size logits: one RowScore
+//! (40 bytes) per row and vocabulary chunk.
 inline size_t acceptWorkspaceBytes(int64_t numRows, int64_t vocabSize)
 {
-    constexpr size_t kPartialBytes = 12; // NodePartial: max value, argmax, judge dot
     return static_cast<size_t>(numRows < 0 ? 0 : numRows) * static_cast<size_t>(vocabSplits(vocabSize))
-        * kPartialBytes;
+        * sizeof(RowScore);
 }
 
 //! Logits mode: bytes from the start of the workspace to the token ends [S] (after the partials,

@@ -21,22 +21,42 @@ extern "C"
 //! step's input_ids; nothing is written (the plugin refuses such a step the same way).
 #define AUTOJUDGE_HOST_STEP_MISMATCH 2
 //! Bumped whenever a signature below changes; the Python binding refuses a library of another ABI.
-#define AUTOJUDGE_HOST_ABI_VERSION 2
+#define AUTOJUDGE_HOST_ABI_VERSION 3
 
 int32_t autojudge_host_abi_version(void);
 
-//! Per row: the target argmax (first maximum, NaN above numbers) and the judge logit
-//! bias + weight . features, accumulated in float32 in feature order. Features: target_hidden for
-//! feature_setup 0 (DT); draft_hidden then target_hidden for feature_setup 1 (DD-DT).
-int32_t autojudge_host_score_rows(int32_t num_rows, int32_t vocab_size,
-    int32_t logits_dtype, void const* target_logits,      /* [R, V] */
-    int32_t hidden_dtype, void const* target_hidden,      /* [R, Ht] */
-    int32_t target_hidden_size, void const* draft_hidden, /* [R, Hd] or NULL for DT */
-    int32_t draft_hidden_size, int32_t feature_setup,
-    float const* judge_weight,                            /* [F] F = Hd + Ht (DD-DT) or Ht (DT) */
+//! The vocabulary of the compiled judge (accept_core.h FeatureBlock; trtllm_autojudge/spec/judge_blocks.py
+//! holds the same): the name of feature block `code` (NULL for an unknown code), and the draft tokens a
+//! node needs after it for that block (-1 for an unknown code).
+char const* autojudge_host_feature_block_name(int32_t code);
+int32_t autojudge_host_feature_block_window(int32_t code);
+
+//! Judge arguments shared below: the judge reads feature_blocks ([num_blocks] FeatureBlock codes, in
+//! the order of its weights) with judge_logit = judge_bias + judge_weight . features, accumulated in
+//! float32. draft_hidden may be NULL unless a block reads the draft (DD, DD1). Per row: the target
+//! argmax (first maximum, NaN above numbers); a judge logit only at the nodes the rule scores,
+//! +inf at every other node.
+
+//! Accept mode, the scoring of kernel 2 before its path walk (node n of sequence b at row
+//! b * (N + 1) + n): the judge logit of each node that mismatches the target argmax of its parent on
+//! some path row within draft_lens and has the draft tokens its blocks need after it (c1 =
+//! greedy_child[b, n], c2 = greedy_child[b, c1]; an entry outside [1, draft_lens[b]] is none).
+//! greedy_child may be NULL when no block looks ahead (DT, DD only).
+int32_t autojudge_host_judge_nodes(int32_t batch_size, int32_t num_draft_nodes, int32_t vocab_size,
+    int32_t logits_dtype, void const* target_logits,      /* [B * (N + 1), V] */
+    int32_t hidden_dtype, void const* target_hidden,      /* [B * (N + 1), Ht] */
+    int32_t target_hidden_size, void const* draft_hidden, /* [B * (N + 1), Hd] or NULL */
+    int32_t draft_hidden_size, int32_t num_blocks,
+    int32_t const* feature_blocks,                        /* [num_blocks] */
+    float const* judge_weight,                            /* [F] */
     float judge_bias,
-    int32_t* target_argmax,                               /* [R] out */
-    float* judge_logit);                                  /* [R] out */
+    int32_t const* draft_tokens,                          /* [B, N] */
+    int32_t num_paths, int32_t max_path_len,
+    int32_t const* paths,                                 /* [B, P, D + 1] */
+    int32_t const* draft_lens,                            /* [B] */
+    int32_t const* greedy_child,                          /* [B, N + 1] or NULL */
+    int32_t* target_argmax,                               /* [B, N + 1] out */
+    float* judge_logit);                                  /* [B, N + 1] out */
 
 //! Accept mode given the target argmax and judge logits of every node (node n of sequence b at
 //! b * (N + 1) + n). judge_logit == NULL is the lossless rule (exact matches only).
@@ -64,6 +84,26 @@ int32_t autojudge_host_segment_step(int32_t num_rows,
     int32_t const* host_context_lengths,/* [S] */
     int32_t* first_row,                 /* [S] out */
     int32_t* num_drafts);               /* [S] out, -1 refused */
+
+//! Logits mode, the scoring of kernel 2 on a packed step (segmented as autojudge_host_segment_step):
+//! the judge logit of each draft row of a sequence whose token (input_ids[last_token_ids[row] - 1])
+//! mismatches the target argmax of the row before it and that has the draft tokens its blocks need
+//! after it (its c1 and c2 are the sequence's next draft rows).
+int32_t autojudge_host_judge_rows(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
+    void const* target_logits,          /* [R, V] */
+    int32_t hidden_dtype, void const* target_hidden, /* [R, Ht] */
+    int32_t target_hidden_size, void const* draft_hidden, /* [R, Hd] or NULL */
+    int32_t draft_hidden_size, int32_t num_blocks,
+    int32_t const* feature_blocks,      /* [num_blocks] */
+    float const* judge_weight,          /* [F] */
+    float judge_bias, int32_t num_tokens,
+    int32_t const* input_ids,           /* [T] */
+    int32_t const* last_token_ids,      /* [R] 1-based positions in input_ids */
+    int32_t num_sequences,
+    int32_t const* request_types,       /* [S] host_request_types */
+    int32_t const* host_context_lengths,/* [S] */
+    int32_t* target_argmax,             /* [R] out */
+    float* judge_logit);                /* [R] out */
 
 //! Logits mode given the target argmax and judge logits of every gathered row: copies the logits
 //! to rewritten_logits, then, in each row whose draft child the judge accepts, makes the draft

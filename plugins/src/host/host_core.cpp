@@ -6,6 +6,9 @@
 #include "autojudge/element_types.h"
 #include "autojudge/host_api.h"
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -52,6 +55,103 @@ float dotRow(void const* hidden, ElementType type, int64_t row, int32_t size, fl
     return sum;
 }
 
+//! What the host core reads of every row (the kernels' NodeRows).
+struct HostRows
+{
+    void const* targetLogits; //!< [R, V]
+    ElementType logitsType;
+    int32_t vocabSize;
+    void const* targetHidden; //!< [R, Ht]
+    void const* draftHidden;  //!< [R, Hd] or nullptr when no block reads the draft
+    ElementType hiddenType;
+    autojudge::JudgeHeadView judge;
+};
+
+//! The accept_core.h RowScore of one row, built as the kernels build it: a RowScore per vocabulary
+//! chunk (its elements in ascending order), merged in chunk order, and one dot product per hidden block.
+autojudge::RowScore scoreRow(HostRows const& rows, int64_t row)
+{
+    bool const softmax = autojudge::hasBlock(rows.judge.layout, autojudge::FeatureBlock::kLS);
+    autojudge::RowScore score = autojudge::emptyRowScore();
+    int64_t const base = row * rows.vocabSize;
+    for (int32_t begin = 0; begin < rows.vocabSize; begin += autojudge::kVocabChunk)
+    {
+        autojudge::RowScore chunk = autojudge::emptyRowScore();
+        int32_t const end = rows.vocabSize - begin < autojudge::kVocabChunk ? rows.vocabSize : begin + autojudge::kVocabChunk;
+        for (int32_t v = begin; v < end; ++v)
+        {
+            float const value = elementAt(rows.targetLogits, rows.logitsType, base + v);
+            if (autojudge::argmaxPrefers(value, v, chunk.maxValue, chunk.argmax))
+            {
+                chunk.maxValue = value;
+                chunk.argmax = v;
+            }
+            if (softmax)
+            {
+                chunk.softmax.add(value);
+            }
+        }
+        autojudge::mergeRowScore(score, chunk);
+    }
+    autojudge::JudgeLayout const& layout = rows.judge.layout;
+    for (int32_t code = 0; code < autojudge::kNumHiddenBlocks; ++code)
+    {
+        auto const block = static_cast<autojudge::FeatureBlock>(code);
+        if (float const* weights = autojudge::blockWeights(rows.judge, block))
+        {
+            bool const draft = autojudge::blockReadsDraft(block);
+            score.dot[code] = dotRow(draft ? rows.draftHidden : rows.targetHidden, rows.hiddenType, row,
+                draft ? layout.draftHidden : layout.targetHidden, weights);
+        }
+    }
+    return score;
+}
+
+//! target_logits[row, token], NaN for a token outside the vocabulary.
+float logitAt(HostRows const& rows, int64_t row, int32_t token)
+{
+    return autojudge::tokenInVocab(token, rows.vocabSize)
+        ? elementAt(rows.targetLogits, rows.logitsType, row * rows.vocabSize + token)
+        : NAN;
+}
+
+//! judge_logit of `node` whose c1 and c2 are the nodes of `ahead` (+inf without a verdict). Nodes
+//! count from the row `first`: scores[n] is the RowScore of row first + n, tokenOf(n) the draft token
+//! node n carries.
+template <typename TokenOf>
+float judgeNode(HostRows const& rows, autojudge::RowScore const* scores, int64_t first, int32_t node,
+    autojudge::Lookahead ahead, TokenOf tokenOf)
+{
+    if (!autojudge::hasVerdict(rows.judge.layout, ahead))
+    {
+        return INFINITY;
+    }
+    int32_t const child = ahead.child >= 0 ? ahead.child : node;
+    int32_t const grandchild = ahead.grandchild >= 0 ? ahead.grandchild : node;
+    int32_t const c1Token = ahead.child >= 0 ? tokenOf(ahead.child) : autojudge::kPad;
+    int32_t const c2Token = ahead.grandchild >= 0 ? tokenOf(ahead.grandchild) : autojudge::kPad;
+    return autojudge::nodeJudgeLogit(rows.judge, scores[node], scores[child], scores[grandchild],
+        logitAt(rows, first + node, c1Token), c1Token, logitAt(rows, first + child, c2Token), c2Token);
+}
+
+//! HostRows from the C ABI's arguments; false when a size, dtype code, block list or pointer is invalid.
+bool hostRows(int32_t numRows, int32_t vocabSize, int32_t logitsDtype, void const* targetLogits, int32_t hiddenDtype,
+    void const* targetHidden, int32_t targetHiddenSize, void const* draftHidden, int32_t draftHiddenSize,
+    int32_t numBlocks, int32_t const* featureBlocks, float const* judgeWeight, float judgeBias, HostRows& rows)
+{
+    autojudge::JudgeLayout layout;
+    bool const valid = numRows >= 0 && vocabSize > 0 && autojudge::isElementType(logitsDtype)
+        && autojudge::isElementType(hiddenDtype)
+        && autojudge::makeJudgeLayout(featureBlocks, numBlocks, targetHiddenSize, draftHiddenSize, layout)
+        && (numRows == 0 || (targetLogits && targetHidden && judgeWeight && (!autojudge::readsDraft(layout) || draftHidden)));
+    if (valid)
+    {
+        rows = HostRows{targetLogits, static_cast<ElementType>(logitsDtype), vocabSize, targetHidden, draftHidden,
+            static_cast<ElementType>(hiddenDtype), autojudge::JudgeHeadView{judgeWeight, judgeBias, layout}};
+    }
+    return valid;
+}
+
 //! The accept_core.h segmentation of a packed step, sequentially: false when the sequences' tokens do
 //! not add up to num_tokens. A sequence with a misplaced row gets numDrafts = kRefusedSequence.
 bool segmentStep(int32_t numRows, int32_t const* lastTokenIds, int32_t numTokens, int32_t numSequences,
@@ -92,43 +192,69 @@ int32_t autojudge_host_abi_version(void)
     return AUTOJUDGE_HOST_ABI_VERSION;
 }
 
-int32_t autojudge_host_score_rows(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype, void const* target_logits,
-    int32_t hidden_dtype, void const* target_hidden, int32_t target_hidden_size, void const* draft_hidden,
-    int32_t draft_hidden_size, int32_t feature_setup, float const* judge_weight, float judge_bias,
-    int32_t* target_argmax, float* judge_logit)
+char const* autojudge_host_feature_block_name(int32_t code)
 {
-    bool const isDdDt = feature_setup == static_cast<int32_t>(autojudge::FeatureSetup::kDD_DT);
-    bool const valid = num_rows >= 0 && vocab_size > 0 && autojudge::isElementType(logits_dtype)
-        && autojudge::isElementType(hidden_dtype) && target_hidden_size > 0
-        && (isDdDt ? draft_hidden_size > 0 : feature_setup == static_cast<int32_t>(autojudge::FeatureSetup::kDT))
-        && (num_rows == 0
-            || (target_logits && target_hidden && judge_weight && target_argmax && judge_logit
-                && (!isDdDt || draft_hidden)));
+    return autojudge::featureBlockName(code);
+}
+
+int32_t autojudge_host_feature_block_window(int32_t code)
+{
+    return autojudge::featureBlockName(code) ? autojudge::blockWindowTokens(static_cast<autojudge::FeatureBlock>(code))
+                                             : -1;
+}
+
+int32_t autojudge_host_judge_nodes(int32_t batch_size, int32_t num_draft_nodes, int32_t vocab_size,
+    int32_t logits_dtype, void const* target_logits, int32_t hidden_dtype, void const* target_hidden,
+    int32_t target_hidden_size, void const* draft_hidden, int32_t draft_hidden_size, int32_t num_blocks,
+    int32_t const* feature_blocks, float const* judge_weight, float judge_bias, int32_t const* draft_tokens,
+    int32_t num_paths, int32_t max_path_len, int32_t const* paths, int32_t const* draft_lens,
+    int32_t const* greedy_child, int32_t* target_argmax, float* judge_logit)
+{
+    int64_t const numNodes = int64_t{num_draft_nodes} + 1;
+    HostRows rows;
+    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1
+        && batch_size * numNodes <= INT32_MAX
+        && hostRows(static_cast<int32_t>(batch_size * numNodes), vocab_size, logits_dtype, target_logits, hidden_dtype,
+            target_hidden, target_hidden_size, draft_hidden, draft_hidden_size, num_blocks, feature_blocks,
+            judge_weight, judge_bias, rows)
+        && (batch_size == 0
+            || (draft_lens && target_argmax && judge_logit && (num_draft_nodes == 0 || draft_tokens)
+                && (num_paths == 0 || paths) && (rows.judge.layout.windowTokens == 0 || greedy_child)));
     if (!valid)
     {
         return AUTOJUDGE_HOST_INVALID_ARGUMENT;
     }
-    auto const logitsType = static_cast<ElementType>(logits_dtype);
-    auto const hiddenType = static_cast<ElementType>(hidden_dtype);
-    int32_t const draftSize = isDdDt ? draft_hidden_size : 0;
-    for (int64_t row = 0; row < num_rows; ++row)
+    std::vector<autojudge::RowScore> scores(static_cast<size_t>(batch_size * numNodes));
+    for (int64_t row = 0; row < batch_size * numNodes; ++row)
     {
-        float bestValue = -INFINITY;
-        int32_t bestIndex = 0x7fffffff;
-        int64_t const base = row * vocab_size;
-        for (int32_t v = 0; v < vocab_size; ++v)
+        scores[row] = scoreRow(rows, row);
+        target_argmax[row] = scores[row].argmax;
+    }
+    std::vector<uint8_t> mismatch(numNodes);
+    for (int64_t b = 0; b < batch_size; ++b)
+    {
+        int32_t const* draftTokens = draft_tokens + b * num_draft_nodes;
+        int64_t const first = b * numNodes;
+        int32_t const numValidNodes = autojudge::validNodeCount(draft_lens[b], num_draft_nodes);
+        std::fill(mismatch.begin(), mismatch.end(), 0);
+        for (int32_t p = 0; p < num_paths; ++p)
         {
-            float const value = elementAt(target_logits, logitsType, base + v);
-            if (autojudge::argmaxPrefers(value, v, bestValue, bestIndex))
+            int32_t const* path = paths + (b * num_paths + p) * int64_t{max_path_len};
+            if (autojudge::isPathRow(path))
             {
-                bestValue = value;
-                bestIndex = v;
+                autojudge::markMismatches(path, max_path_len, numValidNodes, draftTokens, target_argmax + first,
+                    mismatch.data());
             }
         }
-        target_argmax[row] = bestIndex;
-        float dot = isDdDt ? dotRow(draft_hidden, hiddenType, row, draftSize, judge_weight) : 0.f;
-        dot += dotRow(target_hidden, hiddenType, row, target_hidden_size, judge_weight + draftSize);
-        judge_logit[row] = judge_bias + dot;
+        auto const tokenOf = [draftTokens](int32_t node) { return draftTokens[node - 1]; };
+        for (int32_t n = 0; n < numNodes; ++n)
+        {
+            autojudge::Lookahead const ahead = rows.judge.layout.windowTokens > 0
+                ? autojudge::treeLookahead(greedy_child + first, n, numValidNodes)
+                : autojudge::Lookahead{autojudge::kPad, autojudge::kPad};
+            judge_logit[first + n]
+                = mismatch[n] ? judgeNode(rows, scores.data() + first, first, n, ahead, tokenOf) : INFINITY;
+        }
     }
     return AUTOJUDGE_HOST_OK;
 }
@@ -210,6 +336,54 @@ int32_t autojudge_host_segment_step(int32_t num_rows, int32_t const* last_token_
     {
         first_row[s] = rows[s].firstRow;
         num_drafts[s] = rows[s].numDrafts;
+    }
+    return AUTOJUDGE_HOST_OK;
+}
+
+int32_t autojudge_host_judge_rows(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
+    void const* target_logits, int32_t hidden_dtype, void const* target_hidden, int32_t target_hidden_size,
+    void const* draft_hidden, int32_t draft_hidden_size, int32_t num_blocks, int32_t const* feature_blocks,
+    float const* judge_weight, float judge_bias, int32_t num_tokens, int32_t const* input_ids,
+    int32_t const* last_token_ids, int32_t num_sequences, int32_t const* request_types,
+    int32_t const* host_context_lengths, int32_t* target_argmax, float* judge_logit)
+{
+    HostRows rows;
+    bool const valid = num_tokens >= 0 && num_sequences >= 0
+        && hostRows(num_rows, vocab_size, logits_dtype, target_logits, hidden_dtype, target_hidden, target_hidden_size,
+            draft_hidden, draft_hidden_size, num_blocks, feature_blocks, judge_weight, judge_bias, rows)
+        && (num_rows == 0 || (last_token_ids && target_argmax && judge_logit)) && (num_tokens == 0 || input_ids)
+        && (num_sequences == 0 || (request_types && host_context_lengths));
+    if (!valid)
+    {
+        return AUTOJUDGE_HOST_INVALID_ARGUMENT;
+    }
+    std::vector<autojudge::SequenceRows> sequences;
+    if (!segmentStep(num_rows, last_token_ids, num_tokens, num_sequences, request_types, host_context_lengths,
+            sequences))
+    {
+        return AUTOJUDGE_HOST_STEP_MISMATCH;
+    }
+    std::vector<autojudge::RowScore> scores(static_cast<size_t>(num_rows));
+    for (int32_t row = 0; row < num_rows; ++row)
+    {
+        scores[row] = scoreRow(rows, row);
+        target_argmax[row] = scores[row].argmax;
+        judge_logit[row] = INFINITY;
+    }
+    // aligned rows lie in their sequence's positions, so every position read is in [0, T)
+    auto const tokenOf = [&](int32_t row) { return input_ids[last_token_ids[row] - 1]; };
+    for (autojudge::SequenceRows const& sequence : sequences)
+    {
+        int32_t const lastRow = sequence.firstRow + sequence.numDrafts;
+        for (int32_t child = sequence.firstRow + 1; child <= lastRow; ++child)
+        {
+            int32_t const draftToken = tokenOf(child);
+            if (autojudge::tokenInVocab(draftToken, vocab_size) && draftToken != target_argmax[child - 1])
+            {
+                judge_logit[child]
+                    = judgeNode(rows, scores.data(), 0, child, autojudge::chainLookahead(child, lastRow), tokenOf);
+            }
+        }
     }
     return AUTOJUDGE_HOST_OK;
 }

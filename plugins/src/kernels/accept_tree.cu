@@ -1,7 +1,9 @@
 /*
- * Accept mode, kernel 2: one block per sequence. Reduces the partials of the sequence's N + 1 node
- * rows into shared memory (target argmax, judge decision), walks every path row with the core's
- * walkPath, picks the best path with pathPrefers, and writes the accepted tokens.
+ * Accept mode, kernel 2: one block per sequence. Merges the partials of the sequence's N + 1 node
+ * rows (target argmax, into shared memory), marks the mismatching nodes of every path row
+ * (markMismatches), scores them (judgeNode: the rows of the node and of its greedy child and
+ * grandchild, from greedy_child), walks every path row with the core's walkPath, picks the best
+ * path with pathPrefers, and writes the accepted tokens.
  */
 #include "autojudge/accept_launch.h"
 #include "kernels/score_nodes.cuh"
@@ -47,21 +49,20 @@ size_t sharedBytes(int32_t numDraftNodes)
 }
 
 __global__ void __launch_bounds__(kAcceptThreads) acceptTreeKernel(
-    AcceptTreeArgs args, NodePartial const* partials, int32_t numSplits)
+    AcceptTreeArgs args, RowScore const* partials, int32_t numSplits)
 {
     extern __shared__ int32_t shared[];
     int32_t const numNodes = args.numDraftNodes + 1;
     int32_t* targetArgmax = shared;                                                  // [N + 1]
     int32_t* draftTokens = shared + numNodes;                                        // [N]
-    uint8_t* relaxed = reinterpret_cast<uint8_t*>(draftTokens + args.numDraftNodes); // [N + 1]
+    uint8_t* relaxed = reinterpret_cast<uint8_t*>(draftTokens + args.numDraftNodes); // [N + 1] mismatch, then judged
 
     int64_t const b = blockIdx.x;
-    double const cut = thresholdLogit(args.threshold[b]);
+    int32_t const firstRow = static_cast<int32_t>(b * numNodes);
     for (int32_t n = threadIdx.x; n < numNodes; n += kAcceptThreads)
     {
-        RowScore const score = reduceRow(partials, b * numNodes + n, numSplits);
-        targetArgmax[n] = score.argmax;
-        relaxed[n] = n > 0 && judgeRelaxes(args.rows.judge.bias + score.judgeDot, cut);
+        targetArgmax[n] = reduceRow(partials, firstRow + n, numSplits).argmax;
+        relaxed[n] = 0;
     }
     for (int32_t n = threadIdx.x; n < args.numDraftNodes; n += kAcceptThreads)
     {
@@ -71,6 +72,35 @@ __global__ void __launch_bounds__(kAcceptThreads) acceptTreeKernel(
 
     int32_t const numValidNodes = validNodeCount(args.draftLens[b], args.numDraftNodes);
     int32_t const* sequencePaths = args.paths + b * args.numPaths * int64_t{args.maxPathLen};
+    for (int32_t p = threadIdx.x; p < args.numPaths; p += kAcceptThreads)
+    {
+        int32_t const* path = sequencePaths + int64_t{p} * args.maxPathLen;
+        if (isPathRow(path))
+        {
+            markMismatches(path, args.maxPathLen, numValidNodes, draftTokens, targetArgmax, relaxed); // writes 1s only
+        }
+    }
+    __syncthreads();
+    double const cut = thresholdLogit(args.threshold[b]);
+    int32_t const* greedyChild = args.greedyChild != nullptr ? args.greedyChild + b * numNodes : nullptr;
+    for (int32_t n = threadIdx.x; n < numNodes; n += kAcceptThreads)
+    {
+        if (relaxed[n])
+        {
+            Lookahead ahead{kPad, kPad};
+            if (greedyChild != nullptr)
+            {
+                Lookahead const nodes = treeLookahead(greedyChild, n, numValidNodes);
+                ahead = Lookahead{nodes.child >= 0 ? firstRow + nodes.child : kPad,
+                    nodes.grandchild >= 0 ? firstRow + nodes.grandchild : kPad};
+            }
+            int32_t const c1Token = ahead.child >= 0 ? draftTokens[ahead.child - firstRow - 1] : kPad;
+            int32_t const c2Token = ahead.grandchild >= 0 ? draftTokens[ahead.grandchild - firstRow - 1] : kPad;
+            relaxed[n] = judgeRelaxes(judgeNode(args.rows, partials, numSplits, firstRow + n, ahead, c1Token, c2Token), cut);
+        }
+    }
+    __syncthreads();
+
     PathCandidate best{noPathYet(), kNoPathIndex};
     for (int32_t p = threadIdx.x; p < args.numPaths; p += kAcceptThreads)
     {
@@ -127,6 +157,7 @@ cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t
         && args.numPaths >= 0 && args.maxPathLen >= 1
         && int64_t{args.rows.numRows} == int64_t{args.batchSize} * (args.numDraftNodes + 1)
         && kernels::nodeRowsAreConsistent(args.rows)
+        && (args.rows.judge.layout.windowTokens == 0 || args.greedyChild != nullptr)
         && workspaceBytes >= acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);
     if (!sizesOk)
     {
@@ -136,7 +167,7 @@ cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t
     {
         return cudaSuccess;
     }
-    auto* partials = static_cast<kernels::NodePartial*>(workspace);
+    auto* partials = static_cast<RowScore*>(workspace);
     cudaError_t const status = kernels::launchScoreNodes(args.rows, nullptr, partials, stream);
     if (status != cudaSuccess)
     {

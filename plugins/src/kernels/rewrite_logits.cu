@@ -5,8 +5,9 @@
  * last_token_ids fall there: its root row, then one row per draft token, which must be the
  * sequence's last 1 + K tokens (sequenceRowRange, sequenceRowIsAligned); a sequence whose rows do
  * not match is left unchanged. For every draft row whose token (input_ids[last_token_ids[row] - 1])
- * mismatches the argmax of its parent row and passes the judge, the parent row's entry for that
- * token becomes the next value above the row's maximum: the draft token is then the row's strict
+ * mismatches the argmax of its parent row and passes the judge (judgeNode; the sequence's draft rows
+ * are a chain, so a row's c1 and c2 are its next rows, chainLookahead), the parent row's entry for
+ * that token becomes the next value above the row's maximum: the draft token is then the row's strict
  * argmax, and an exact-match decoder accepts it. Kernel 1 has already copied every row to the output.
  */
 #include "autojudge/accept_launch.h"
@@ -26,7 +27,7 @@ constexpr int32_t kRewriteThreads = 128;
 
 template <typename T>
 __global__ void __launch_bounds__(kRewriteThreads) rewriteLogitsKernel(
-    RewriteLogitsArgs args, NodePartial const* partials, int32_t numSplits)
+    RewriteLogitsArgs args, RowScore const* partials, int32_t numSplits)
 {
     int32_t const sequence = blockIdx.x;
     int64_t const tokenStart = sequence > 0 ? args.tokenEnds[sequence - 1] : 0;
@@ -48,15 +49,22 @@ __global__ void __launch_bounds__(kRewriteThreads) rewriteLogitsKernel(
     T const* logits = static_cast<T const*>(args.rows.targetLogits);
     T* rewritten = static_cast<T*>(args.rewrittenLogits);
 
+    int32_t const lastRow = rows.firstRow + rows.numDrafts;
+    // aligned rows lie in (tokenStart, tokenEnd], so every position read is in [0, T)
+    auto const tokenOf = [&](int32_t row) { return args.inputIds[int64_t{args.lastTokenIds[row]} - 1]; };
     for (int32_t k = 1 + threadIdx.x; k <= rows.numDrafts; k += kRewriteThreads)
     {
         int32_t const child = rows.firstRow + k;
         int32_t const parent = child - 1;
-        int64_t const position = int64_t{args.lastTokenIds[child]} - 1; // in [tokenStart, tokenEnd): aligned
-        int32_t const draftToken = args.inputIds[position];
+        int32_t const draftToken = tokenOf(child);
         RowScore const parentScore = reduceRow(partials, parent, numSplits);
-        RowScore const childScore = reduceRow(partials, child, numSplits);
-        float const judgeLogit = args.rows.judge.bias + childScore.judgeDot;
+        float judgeLogit = INFINITY; // scored only for a mismatching in-vocabulary draft token
+        if (tokenInVocab(draftToken, args.rows.vocabSize) && draftToken != parentScore.argmax)
+        {
+            Lookahead const ahead = chainLookahead(child, lastRow);
+            judgeLogit = judgeNode(args.rows, partials, numSplits, child, ahead,
+                ahead.child >= 0 ? tokenOf(ahead.child) : kPad, ahead.grandchild >= 0 ? tokenOf(ahead.grandchild) : kPad);
+        }
         if (!judgeRewritesRow(draftToken, parentScore.argmax, args.rows.vocabSize, judgeLogit, cut))
         {
             continue;
@@ -70,7 +78,7 @@ __global__ void __launch_bounds__(kRewriteThreads) rewriteLogitsKernel(
 }
 
 template <typename T>
-void launchRewriteTyped(RewriteLogitsArgs const& args, NodePartial const* partials, cudaStream_t stream)
+void launchRewriteTyped(RewriteLogitsArgs const& args, RowScore const* partials, cudaStream_t stream)
 {
     rewriteLogitsKernel<T>
         <<<args.numSequences, kRewriteThreads, 0, stream>>>(args, partials, vocabSplits(args.rows.vocabSize));
@@ -94,7 +102,7 @@ cudaError_t launchRewriteLogits(
     {
         return cudaSuccess;
     }
-    auto* partials = static_cast<kernels::NodePartial*>(workspace);
+    auto* partials = static_cast<RowScore*>(workspace);
     cudaError_t const status = kernels::launchScoreNodes(args.rows, args.rewrittenLogits, partials, stream);
     if (status != cudaSuccess || args.numSequences == 0)
     {

@@ -1,6 +1,8 @@
 /*
  * Kernel 1: streaming argmax over a vocabulary chunk of one logits row (16-byte loads, 4 vectors
- * in flight per thread) fused with the judge dot product over a slice of the row's features.
+ * in flight per thread), with the chunk's softmax statistics when the judge has LS, fused with the
+ * dot products of the row's hidden states with each hidden block's weights over a slice of the
+ * features: the chunk's RowScore (accept_core.h).
  */
 #include "kernels/element_load.cuh"
 #include "kernels/score_nodes.cuh"
@@ -15,6 +17,12 @@ namespace
 {
 
 constexpr int32_t kScoreThreads = 256;
+// With LS, at least 4 resident blocks per SM (at most 64 registers): without a bound, ptxas for sm_100
+// holds the fp32 row-copying LS kernel to 32 registers and spills. 0: no bound (ptxas' choice).
+constexpr int32_t kScoreBlocksPerSM(bool softmax)
+{
+    return softmax ? 4 : 0;
+}
 constexpr int32_t kWarps = kScoreThreads / 32;
 constexpr int32_t kVectorsInFlight = 4;
 
@@ -46,8 +54,10 @@ struct ArgmaxState
     }
 };
 
-template <bool kExact>
-__device__ __forceinline__ void offerElement(ArgmaxState& state, float value, int64_t index)
+//! One element for the argmax (exact order, or the ascending fast path) and, with kSoftmax, the
+//! softmax statistics.
+template <bool kExact, bool kSoftmax>
+__device__ __forceinline__ void offerElement(ArgmaxState& state, SoftmaxState& softmax, float value, int64_t index)
 {
     if constexpr (kExact)
     {
@@ -57,24 +67,47 @@ __device__ __forceinline__ void offerElement(ArgmaxState& state, float value, in
     {
         state.offerAscending(value, static_cast<int32_t>(index));
     }
+    if constexpr (kSoftmax)
+    {
+        softmax.add(value);
+    }
 }
 
-//! Elements of one 16-byte vector starting at vocabulary index `first`.
-template <typename T, bool kExact>
-__device__ __forceinline__ void offerVector(ArgmaxState& state, uint4 const& vector, int64_t first)
+//! Elements of one 16-byte vector starting at vocabulary index `first`. With kSoftmax (fast path
+//! only: state.value is then the running maximum of the non-NaN elements), the softmax statistics
+//! are rebased once per vector and take its elements with no branch.
+template <typename T, bool kExact, bool kSoftmax>
+__device__ __forceinline__ void offerVector(ArgmaxState& state, SoftmaxState& softmax, uint4 const& vector,
+    int64_t first)
 {
+    static_assert(!(kExact && kSoftmax), "the exact rescan leaves the softmax statistics alone");
+    float values[ElementTraits<T>::kPerVector];
 #pragma unroll
     for (int32_t k = 0; k < ElementTraits<T>::kPerVector; ++k)
     {
-        offerElement<kExact>(state, ElementTraits<T>::toFloat(vectorBits<T>(vector, k)), first + k);
+        values[k] = ElementTraits<T>::toFloat(vectorBits<T>(vector, k));
+        offerElement<kExact, false>(state, softmax, values[k], first + k);
+    }
+    if constexpr (kSoftmax)
+    {
+        if (state.value > softmax.max)
+        {
+            softmax.rebase(state.value);
+        }
+#pragma unroll
+        for (int32_t k = 0; k < ElementTraits<T>::kPerVector; ++k)
+        {
+            softmax.addBelowMax(values[k]);
+        }
     }
 }
 
 //! This thread's elements of [begin, end) of one row, in ascending index order, optionally copied
 //! to `out`: whole 16-byte vectors (kVectorsInFlight loads in flight), then the elements after the
 //! last whole vector (all of them when the row is not 16-byte aligned).
-template <typename T, bool kCopyRow, bool kExact>
-__device__ void scanChunk(ArgmaxState& state, T const* row, T* out, int64_t begin, int64_t numVectors, int64_t end)
+template <typename T, bool kCopyRow, bool kExact, bool kSoftmax>
+__device__ __forceinline__ void scanChunk(ArgmaxState& state, SoftmaxState& softmax, T const* row, T* out, int64_t begin,
+    int64_t numVectors, int64_t end)
 {
     constexpr int32_t kPer = ElementTraits<T>::kPerVector;
     uint4 const* vectors = reinterpret_cast<uint4 const*>(row + begin);
@@ -95,7 +128,7 @@ __device__ void scanChunk(ArgmaxState& state, T const* row, T* out, int64_t begi
             {
                 __stcs(outVectors + v + u * kScoreThreads, loaded[u]);
             }
-            offerVector<T, kExact>(state, loaded[u], begin + (v + u * kScoreThreads) * kPer);
+            offerVector<T, kExact, kSoftmax>(state, softmax, loaded[u], begin + (v + u * kScoreThreads) * kPer);
         }
     }
     for (; v < numVectors; v += kScoreThreads)
@@ -105,7 +138,7 @@ __device__ void scanChunk(ArgmaxState& state, T const* row, T* out, int64_t begi
         {
             __stcs(outVectors + v, loaded);
         }
-        offerVector<T, kExact>(state, loaded, begin + v * kPer);
+        offerVector<T, kExact, kSoftmax>(state, softmax, loaded, begin + v * kPer);
     }
     for (int64_t i = begin + numVectors * kPer + threadIdx.x; i < end; i += kScoreThreads)
     {
@@ -114,14 +147,15 @@ __device__ void scanChunk(ArgmaxState& state, T const* row, T* out, int64_t begi
         {
             storeBits(out, i, bits);
         }
-        offerElement<kExact>(state, ElementTraits<T>::toFloat(bits), i);
+        offerElement<kExact, kSoftmax>(state, softmax, ElementTraits<T>::toFloat(bits), i);
     }
 }
 
-//! This thread's share of the argmax of [begin, end): the maximum of its elements in the argmax
-//! order (first maximum, NaN above numbers).
-template <typename T, bool kCopyRow>
-__device__ ArgmaxState argmaxChunk(T const* row, T* out, int64_t begin, int64_t end)
+//! This thread's share of [begin, end): the maximum of its elements in the argmax order (first
+//! maximum, NaN above numbers) and, with kSoftmax, their softmax statistics. A thread that saw a NaN
+//! rescans in the exact order; its softmax statistics then do not matter (the row's maximum is NaN).
+template <typename T, bool kCopyRow, bool kSoftmax>
+__device__ __forceinline__ ArgmaxState argmaxChunk(SoftmaxState& softmax, T const* row, T* out, int64_t begin, int64_t end)
 {
     constexpr int32_t kPer = ElementTraits<T>::kPerVector;
     bool const aligned = (reinterpret_cast<uintptr_t>(row + begin) % 16 == 0)
@@ -131,66 +165,105 @@ __device__ ArgmaxState argmaxChunk(T const* row, T* out, int64_t begin, int64_t 
     // The first element this thread visits; the fast path keeps it for a row of -inf.
     int64_t const first = threadIdx.x < numVectors ? begin + threadIdx.x * kPer : tailBegin + threadIdx.x;
     ArgmaxState state{-INFINITY, first < end ? static_cast<int32_t>(first) : 0x7fffffff, false};
-    scanChunk<T, kCopyRow, false>(state, row, out, begin, numVectors, end);
+    scanChunk<T, kCopyRow, false, kSoftmax>(state, softmax, row, out, begin, numVectors, end);
     if (state.sawNan)
     {
         state = ArgmaxState{-INFINITY, 0x7fffffff, true};
-        scanChunk<T, false, true>(state, row, nullptr, begin, numVectors, end);
+        scanChunk<T, false, true, false>(state, softmax, row, nullptr, begin, numVectors, end);
     }
     return state;
 }
 
-//! Partial dot product of hidden[begin, end) with weight[begin, end) (thread-strided, coalesced).
+//! Partial dot products of hidden[begin, end) with each given weight block's [begin, end) (a
+//! nullptr weight: the judge lacks that block), thread-strided and coalesced; the hidden state is
+//! read once for every block.
 template <typename T>
-__device__ float dotRange(void const* hidden, float const* weight, int64_t begin, int64_t end)
+__device__ __forceinline__ void dotRange(void const* hidden, float const* const (&weights)[kNumHiddenBlocks], int64_t begin,
+    int64_t end, float (&sums)[kNumHiddenBlocks])
 {
     T const* values = static_cast<T const*>(hidden);
-    float sum = 0.f;
     for (int64_t i = begin + threadIdx.x; i < end; i += kScoreThreads)
     {
-        sum = fmaf(loadFloat(values, i), __ldg(weight + i), sum);
+        float const x = loadFloat(values, i);
+#pragma unroll
+        for (int32_t code = 0; code < kNumHiddenBlocks; ++code)
+        {
+            if (weights[code] != nullptr)
+            {
+                sums[code] = fmaf(x, __ldg(weights[code] + i), sums[code]);
+            }
+        }
     }
-    return sum;
 }
 
-__device__ float dotRangeOf(ElementType type, void const* hidden, float const* weight, int64_t begin, int64_t end)
+__device__ __forceinline__ void dotRangeOf(ElementType type, void const* hidden, float const* const (&weights)[kNumHiddenBlocks],
+    int64_t begin, int64_t end, float (&sums)[kNumHiddenBlocks])
 {
     switch (type)
     {
-    case ElementType::kFLOAT16: return dotRange<__half>(hidden, weight, begin, end);
-    case ElementType::kBFLOAT16: return dotRange<__nv_bfloat16>(hidden, weight, begin, end);
-    default: return dotRange<float>(hidden, weight, begin, end);
+    case ElementType::kFLOAT16: dotRange<__half>(hidden, weights, begin, end, sums); break;
+    case ElementType::kBFLOAT16: dotRange<__nv_bfloat16>(hidden, weights, begin, end, sums); break;
+    default: dotRange<float>(hidden, weights, begin, end, sums); break;
     }
 }
 
-//! This block's slice of the judge dot product of `row`: features [draft hidden | target hidden].
-__device__ float judgeDotSlice(NodeRows const& rows, int64_t row, int32_t split, int32_t numSplits)
+//! This block's slice of the hidden-block dot products of `row`: the features [draft hidden | target
+//! hidden] (the draft part only when a block reads the draft) are split evenly over the row's blocks.
+__device__ __forceinline__ void judgeDotsSlice(NodeRows const& rows, int64_t row, int32_t split, int32_t numSplits,
+    float (&dots)[kNumHiddenBlocks])
 {
     JudgeHeadView const& judge = rows.judge;
-    int64_t const draftSize = judge.setup == FeatureSetup::kDD_DT ? judge.draftHidden : 0;
-    int64_t const featureSize = draftSize + judge.targetHidden;
-    int64_t const sliceSize = (featureSize + numSplits - 1) / numSplits;
+    int64_t const draftSize = readsDraft(judge.layout) ? judge.layout.draftHidden : 0;
+    int64_t const featureSize = draftSize + judge.layout.targetHidden;
+    // in 32 bits: a 64-bit division is a subroutine call, whose saved registers spill on sm_100
+    int64_t const sliceSize = (static_cast<int32_t>(featureSize) + numSplits - 1) / numSplits;
     int64_t const sliceBegin = split * sliceSize;
     int64_t const sliceEnd = min(featureSize, sliceBegin + sliceSize);
     int64_t const bytes = elementBytes(rows.hiddenType);
-    float sum = 0.f;
+    float const* draftWeights[kNumHiddenBlocks];
+    float const* targetWeights[kNumHiddenBlocks];
+#pragma unroll
+    for (int32_t code = 0; code < kNumHiddenBlocks; ++code)
+    {
+        auto const block = static_cast<FeatureBlock>(code);
+        float const* weights = blockWeights(judge, block);
+        draftWeights[code] = blockReadsDraft(block) ? weights : nullptr;
+        targetWeights[code] = blockReadsDraft(block) ? nullptr : weights;
+    }
     if (sliceBegin < draftSize)
     {
         char const* draftRow = static_cast<char const*>(rows.draftHidden) + row * draftSize * bytes;
-        sum += dotRangeOf(rows.hiddenType, draftRow, judge.weight, sliceBegin, min(sliceEnd, draftSize));
+        dotRangeOf(rows.hiddenType, draftRow, draftWeights, sliceBegin, min(sliceEnd, draftSize), dots);
     }
     if (sliceEnd > draftSize)
     {
-        char const* targetRow = static_cast<char const*>(rows.targetHidden) + row * int64_t{judge.targetHidden} * bytes;
-        sum += dotRangeOf(rows.hiddenType, targetRow, judge.weight + draftSize, max(sliceBegin, draftSize) - draftSize,
-            sliceEnd - draftSize);
+        char const* targetRow
+            = static_cast<char const*>(rows.targetHidden) + row * int64_t{judge.layout.targetHidden} * bytes;
+        dotRangeOf(rows.hiddenType, targetRow, targetWeights, max(sliceBegin, draftSize) - draftSize,
+            sliceEnd - draftSize, dots);
     }
-    return sum;
 }
 
-template <typename T, bool kCopyRow>
-__global__ void __launch_bounds__(kScoreThreads) scoreNodesKernel(
-    NodeRows rows, int32_t numSplits, NodePartial* partials, T* copyOut)
+//! Merge the RowScore of the lane `offset` away into `score` (a butterfly step of a warp reduction).
+__device__ __forceinline__ void mergeLane(RowScore& score, int32_t offset)
+{
+    RowScore other;
+    other.maxValue = __shfl_xor_sync(0xffffffffu, score.maxValue, offset);
+    other.argmax = __shfl_xor_sync(0xffffffffu, score.argmax, offset);
+    other.softmax.max = __shfl_xor_sync(0xffffffffu, score.softmax.max, offset);
+    other.softmax.sum = __shfl_xor_sync(0xffffffffu, score.softmax.sum, offset);
+    other.softmax.shifted = __shfl_xor_sync(0xffffffffu, score.softmax.shifted, offset);
+#pragma unroll
+    for (int32_t code = 0; code < kNumHiddenBlocks; ++code)
+    {
+        other.dot[code] = __shfl_xor_sync(0xffffffffu, score.dot[code], offset);
+    }
+    mergeRowScore(score, other);
+}
+
+template <typename T, bool kCopyRow, bool kSoftmax>
+__global__ void __launch_bounds__(kScoreThreads, kScoreBlocksPerSM(kSoftmax)) scoreNodesKernel(
+    NodeRows rows, int32_t numSplits, RowScore* partials, T* copyOut)
 {
     int64_t const row = blockIdx.x / numSplits;
     int32_t const split = static_cast<int32_t>(blockIdx.x - row * numSplits);
@@ -200,46 +273,58 @@ __global__ void __launch_bounds__(kScoreThreads) scoreNodesKernel(
     T const* rowLogits = static_cast<T const*>(rows.targetLogits) + row * vocabSize;
     T* rowOut = kCopyRow ? copyOut + row * vocabSize : nullptr;
 
-    ArgmaxState state = argmaxChunk<T, kCopyRow>(rowLogits, rowOut, begin, end);
-    float dot = judgeDotSlice(rows, row, split, numSplits);
+    RowScore score = emptyRowScore();
+    ArgmaxState const state = argmaxChunk<T, kCopyRow, kSoftmax>(score.softmax, rowLogits, rowOut, begin, end);
+    score.maxValue = state.value;
+    score.argmax = state.index;
+    judgeDotsSlice(rows, row, split, numSplits, score.dot);
 
     // Block reduction: warps by shuffles, then warp 0 over the warp results. The argmax order is a
-    // total order, so the result is the row chunk's first maximum whatever the reduction order.
+    // total order, so the argmax is the row chunk's first maximum whatever the reduction order.
 #pragma unroll
     for (int32_t offset = 16; offset > 0; offset /= 2)
     {
-        state.offer(__shfl_xor_sync(0xffffffffu, state.value, offset), __shfl_xor_sync(0xffffffffu, state.index, offset));
-        dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        mergeLane(score, offset);
     }
-    __shared__ NodePartial warpResults[kWarps];
+    __shared__ RowScore warpResults[kWarps];
     int32_t const lane = threadIdx.x % 32;
     int32_t const warp = threadIdx.x / 32;
     if (lane == 0)
     {
-        warpResults[warp] = NodePartial{state.value, state.index, dot};
+        warpResults[warp] = score;
     }
     __syncthreads();
     if (warp == 0)
     {
-        NodePartial const mine = lane < kWarps ? warpResults[lane] : NodePartial{-INFINITY, 0x7fffffff, 0.f};
-        state = ArgmaxState{mine.maxValue, mine.argmax, false};
-        dot = mine.judgeDot;
+        score = lane < kWarps ? warpResults[lane] : emptyRowScore();
 #pragma unroll
         for (int32_t offset = 16; offset > 0; offset /= 2)
         {
-            state.offer(
-                __shfl_xor_sync(0xffffffffu, state.value, offset), __shfl_xor_sync(0xffffffffu, state.index, offset));
-            dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+            mergeLane(score, offset);
         }
         if (lane == 0)
         {
-            partials[blockIdx.x] = NodePartial{state.value, state.index, dot};
+            partials[blockIdx.x] = score;
         }
     }
 }
 
+template <typename T, bool kCopyRow>
+void launchCopying(uint32_t numBlocks, NodeRows const& rows, int32_t numSplits, RowScore* partials, T* copyOut,
+    cudaStream_t stream)
+{
+    if (hasBlock(rows.judge.layout, FeatureBlock::kLS))
+    {
+        scoreNodesKernel<T, kCopyRow, true><<<numBlocks, kScoreThreads, 0, stream>>>(rows, numSplits, partials, copyOut);
+    }
+    else
+    {
+        scoreNodesKernel<T, kCopyRow, false><<<numBlocks, kScoreThreads, 0, stream>>>(rows, numSplits, partials, copyOut);
+    }
+}
+
 template <typename T>
-cudaError_t launchTyped(NodeRows const& rows, void* copyOut, NodePartial* partials, cudaStream_t stream)
+cudaError_t launchTyped(NodeRows const& rows, void* copyOut, RowScore* partials, cudaStream_t stream)
 {
     int32_t const numSplits = vocabSplits(rows.vocabSize);
     int64_t const numBlocks = int64_t{rows.numRows} * numSplits;
@@ -249,13 +334,12 @@ cudaError_t launchTyped(NodeRows const& rows, void* copyOut, NodePartial* partia
     }
     if (copyOut != nullptr)
     {
-        scoreNodesKernel<T, true><<<static_cast<uint32_t>(numBlocks), kScoreThreads, 0, stream>>>(
-            rows, numSplits, partials, static_cast<T*>(copyOut));
+        launchCopying<T, true>(static_cast<uint32_t>(numBlocks), rows, numSplits, partials, static_cast<T*>(copyOut),
+            stream);
     }
     else
     {
-        scoreNodesKernel<T, false>
-            <<<static_cast<uint32_t>(numBlocks), kScoreThreads, 0, stream>>>(rows, numSplits, partials, nullptr);
+        launchCopying<T, false>(static_cast<uint32_t>(numBlocks), rows, numSplits, partials, nullptr, stream);
     }
     return cudaGetLastError();
 }
@@ -265,15 +349,15 @@ cudaError_t launchTyped(NodeRows const& rows, void* copyOut, NodePartial* partia
 bool nodeRowsAreConsistent(NodeRows const& rows)
 {
     JudgeHeadView const& judge = rows.judge;
-    bool const judgeOk = judge.weight != nullptr && judge.targetHidden > 0
-        && (judge.setup == FeatureSetup::kDD_DT ? judge.draftHidden > 0 : judge.setup == FeatureSetup::kDT);
+    bool const judgeOk = judge.weight != nullptr && judge.layout.targetHidden > 0
+        && (!readsDraft(judge.layout) || judge.layout.draftHidden > 0);
     bool const rowsOk = rows.numRows == 0
         || (rows.targetLogits != nullptr && rows.targetHidden != nullptr
-            && (judge.setup != FeatureSetup::kDD_DT || rows.draftHidden != nullptr));
+            && (!readsDraft(judge.layout) || rows.draftHidden != nullptr));
     return rows.numRows >= 0 && rows.vocabSize > 0 && judgeOk && rowsOk;
 }
 
-cudaError_t launchScoreNodes(NodeRows const& rows, void* copyOut, NodePartial* partials, cudaStream_t stream)
+cudaError_t launchScoreNodes(NodeRows const& rows, void* copyOut, RowScore* partials, cudaStream_t stream)
 {
     if (rows.numRows == 0)
     {

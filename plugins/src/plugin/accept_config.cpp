@@ -20,12 +20,13 @@ enum FieldId : int32_t
 {
     kJUDGE_WEIGHT = 0,
     kJUDGE_BIAS,
-    kFEATURE_SETUP,
+    kFEATURE_BLOCKS,
     kTARGET_HIDDEN,
     kDRAFT_HIDDEN,
     kMAX_PATH_LEN,
     kOUTPUT_MODE,
     kTHRESHOLD,
+    kFEATURE_SETUP, //!< the first contract's setup field, accepted and never serialized
     kNUM_FIELDS
 };
 
@@ -39,14 +40,18 @@ struct FieldSpec
 
 constexpr std::array<FieldSpec, kNUM_FIELDS> kFieldSpecs{{
     {"judge_weight", PluginFieldType::kFLOAT32, false,
-        "float32 [F]: the folded judge weights coef / scale, draft block first for DD-DT"},
+        "float32 [F]: the folded judge weights coef / scale, the blocks' features in feature_blocks order"},
     {"judge_bias", PluginFieldType::kFLOAT32, true, "float32 [1]: the folded judge bias"},
-    {"feature_setup", PluginFieldType::kINT32, true, "int32 [1]: 0 = DT, 1 = DD-DT"},
+    {"feature_blocks", PluginFieldType::kINT32, false,
+        "int32 [K]: the judge's blocks in weight order, 0 DT, 1 DD, 2 DT1, 3 DT2, 4 DD1, 5 LS"},
     {"target_hidden", PluginFieldType::kINT32, true, "int32 [1]: the target's hidden size Ht"},
-    {"draft_hidden", PluginFieldType::kINT32, true, "int32 [1]: the draft's hidden size Hd, 0 for DT"},
+    {"draft_hidden", PluginFieldType::kINT32, true,
+        "int32 [1]: the draft's hidden size Hd, 0 when no block reads the draft (DD, DD1)"},
     {"max_path_len", PluginFieldType::kINT32, true, "int32 [1]: D + 1, the columns of paths and accepted_tokens"},
     {"output_mode", PluginFieldType::kINT32, true, "int32 [1]: 0 = accept, 1 = logits"},
     {"threshold", PluginFieldType::kFLOAT32, true, "float32 [1]: the judge threshold of logits mode, in [0, 1]"},
+    {"feature_setup", PluginFieldType::kINT32, true,
+        "int32 [1]: the first contract's setup, 0 = DT, 1 = DD-DT (feature_blocks replaces it)"},
 }};
 
 char const* typeName(PluginFieldType type)
@@ -152,6 +157,75 @@ bool collectFields(nvinfer1::PluginFieldCollection const* fields, std::array<Plu
 
 } // namespace
 
+namespace
+{
+
+//! The judge's block codes from feature_blocks, or from the legacy feature_setup; false with `error`.
+bool readFeatureBlocks(PluginField const* blocks, PluginField const* legacySetup, std::vector<int32_t>& codes,
+    std::string& error)
+{
+    if (blocks != nullptr && legacySetup != nullptr)
+    {
+        error = "fields 'feature_blocks' and 'feature_setup' are both given: give feature_blocks only (feature_setup "
+                "is the first contract's name for the blocks DT or DD-DT)";
+        return false;
+    }
+    if (legacySetup != nullptr)
+    {
+        int32_t const setup = readInt(legacySetup);
+        if (setup != 0 && setup != 1)
+        {
+            error = "field 'feature_setup' is " + std::to_string(setup)
+                + "; it must be 0 (DT) or 1 (DD-DT): give feature_blocks for any other setup";
+            return false;
+        }
+        codes = setup == 0 ? std::vector<int32_t>{static_cast<int32_t>(FeatureBlock::kDT)}
+                           : std::vector<int32_t>{static_cast<int32_t>(FeatureBlock::kDD), static_cast<int32_t>(FeatureBlock::kDT)};
+        return true;
+    }
+    if (blocks == nullptr)
+    {
+        error = missing(kFEATURE_BLOCKS, "");
+        return false;
+    }
+    codes.resize(blocks->length);
+    std::memcpy(codes.data(), blocks->data, codes.size() * sizeof(int32_t));
+    for (size_t i = 0; i < codes.size(); ++i)
+    {
+        if (featureBlockName(codes[i]) == nullptr)
+        {
+            error = "field 'feature_blocks' holds " + std::to_string(codes[i]) + " at index " + std::to_string(i)
+                + "; the block codes are " + kFieldSpecs[kFEATURE_BLOCKS].meaning;
+            return false;
+        }
+        for (size_t j = 0; j < i; ++j)
+        {
+            if (codes[j] == codes[i])
+            {
+                error = std::string("field 'feature_blocks' names block ") + featureBlockName(codes[i])
+                    + " twice: each block appears once";
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+//! "DD: 4096, DT: 4096, LS: 6" for the weight-length message.
+std::string blockWidths(AcceptConfig const& config)
+{
+    std::string text;
+    for (int32_t code : config.featureBlocks)
+    {
+        auto const block = static_cast<FeatureBlock>(code);
+        text += (text.empty() ? "" : ", ") + std::string(featureBlockName(code)) + ": "
+            + std::to_string(blockWidth(block, config.targetHidden, config.draftHidden));
+    }
+    return text;
+}
+
+} // namespace
+
 bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConfig& config, std::string& error)
 {
     std::array<PluginField const*, kNUM_FIELDS> found{};
@@ -159,7 +233,7 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
     {
         return false;
     }
-    for (FieldId id : {kJUDGE_WEIGHT, kJUDGE_BIAS, kFEATURE_SETUP, kTARGET_HIDDEN})
+    for (FieldId id : {kJUDGE_WEIGHT, kJUDGE_BIAS, kTARGET_HIDDEN})
     {
         if (found[id] == nullptr)
         {
@@ -168,14 +242,16 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
         }
     }
     AcceptConfig parsed;
-    int32_t const setup = readInt(found[kFEATURE_SETUP]);
-    if (setup != 0 && setup != 1)
+    if (!readFeatureBlocks(found[kFEATURE_BLOCKS], found[kFEATURE_SETUP], parsed.featureBlocks, error))
     {
-        error = "field 'feature_setup' is " + std::to_string(setup) + "; it must be 0 (DT) or 1 (DD-DT)";
         return false;
     }
-    parsed.featureSetup = static_cast<FeatureSetup>(setup);
-    bool const isDdDt = parsed.featureSetup == FeatureSetup::kDD_DT;
+    std::string const setup = setupName(parsed.featureBlocks);
+    bool readsDraftHidden = false;
+    for (int32_t code : parsed.featureBlocks)
+    {
+        readsDraftHidden = readsDraftHidden || blockReadsDraft(static_cast<FeatureBlock>(code));
+    }
     int32_t const mode = found[kOUTPUT_MODE] ? readInt(found[kOUTPUT_MODE]) : 0;
     if (mode != 0 && mode != 1)
     {
@@ -184,9 +260,9 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
     }
     parsed.outputMode = static_cast<OutputMode>(mode);
     bool const isLogitsMode = parsed.outputMode == OutputMode::kLOGITS;
-    if (isDdDt && found[kDRAFT_HIDDEN] == nullptr)
+    if (readsDraftHidden && found[kDRAFT_HIDDEN] == nullptr)
     {
-        error = missing(kDRAFT_HIDDEN, ", which feature_setup 1 (DD-DT) needs");
+        error = missing(kDRAFT_HIDDEN, (", which feature_blocks " + setup + " needs").c_str());
         return false;
     }
     if (!isLogitsMode && found[kMAX_PATH_LEN] == nullptr)
@@ -208,16 +284,16 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
         return false;
     }
     parsed.draftHidden = found[kDRAFT_HIDDEN] ? readInt(found[kDRAFT_HIDDEN]) : 0;
-    if (isDdDt && parsed.draftHidden < 1)
+    if (readsDraftHidden && parsed.draftHidden < 1)
     {
-        error = "field 'draft_hidden' is " + std::to_string(parsed.draftHidden)
-            + "; feature_setup 1 (DD-DT) needs the draft's hidden size (>= 1)";
+        error = "field 'draft_hidden' is " + std::to_string(parsed.draftHidden) + "; feature_blocks " + setup
+            + " reads the draft's hidden states (DD, DD1) and needs the draft's hidden size (>= 1)";
         return false;
     }
-    if (!isDdDt && parsed.draftHidden != 0)
+    if (!readsDraftHidden && parsed.draftHidden != 0)
     {
-        error = "field 'draft_hidden' is " + std::to_string(parsed.draftHidden)
-            + "; feature_setup 0 (DT) reads no draft hidden state: set it to 0";
+        error = "field 'draft_hidden' is " + std::to_string(parsed.draftHidden) + "; feature_blocks " + setup
+            + " reads no draft hidden state: set it to 0";
         return false;
     }
     if (found[kMAX_PATH_LEN])
@@ -241,14 +317,15 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
         }
     }
 
+    makeJudgeLayout(parsed.featureBlocks.data(), static_cast<int32_t>(parsed.featureBlocks.size()), parsed.targetHidden,
+        parsed.draftHidden, parsed.layout); // the blocks and sizes are valid: checked above
     PluginField const* weight = found[kJUDGE_WEIGHT];
-    if (weight->length != parsed.featureSize())
+    if (weight->length != parsed.layout.featureSize)
     {
-        error = "field 'judge_weight' holds " + std::to_string(weight->length) + " values, but feature_setup "
-            + (isDdDt ? "1 (DD-DT) with draft_hidden " + std::to_string(parsed.draftHidden) + " and target_hidden "
-                      : std::string("0 (DT) with target_hidden "))
-            + std::to_string(parsed.targetHidden) + " needs " + std::to_string(parsed.featureSize())
-            + (isDdDt ? " (draft block first)" : "");
+        error = "field 'judge_weight' holds " + std::to_string(weight->length) + " values, but feature_blocks " + setup
+            + " with target_hidden " + std::to_string(parsed.targetHidden) + " and draft_hidden "
+            + std::to_string(parsed.draftHidden) + " needs " + std::to_string(parsed.layout.featureSize) + " ("
+            + blockWidths(parsed) + "): export the fields again from the judge file";
         return false;
     }
     parsed.judgeWeight.resize(weight->length);
@@ -272,20 +349,37 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
     return true;
 }
 
+std::string shortPathWarning(AcceptConfig const& config)
+{
+    int32_t const window = config.layout.windowTokens;
+    int32_t const depth = config.maxPathLen - 1;
+    // logits mode without max_path_len keeps the default 1: the engine's draft length is unknown then
+    bool const known = config.outputMode == OutputMode::kACCEPT || config.maxPathLen > 1;
+    if (window == 0 || !known || depth > window)
+    {
+        return "";
+    }
+    return "feature_blocks " + setupName(config.featureBlocks) + " need " + std::to_string(window)
+        + " draft tokens after a node for a verdict, and max_path_len " + std::to_string(config.maxPathLen)
+        + " (paths of at most " + std::to_string(depth)
+        + " draft tokens) leaves no node any: the judge never gives a verdict and only exact matches are accepted; "
+          "draft at least "
+        + std::to_string(window + 1) + " tokens per path (max_path_len >= " + std::to_string(window + 2) + ")";
+}
+
 std::vector<PluginField> acceptConfigFields(AcceptConfig const& config, EnumFieldStorage& enumStorage)
 {
-    enumStorage = {static_cast<int32_t>(config.featureSetup), static_cast<int32_t>(config.outputMode)};
-    int32_t const* featureSetup = &enumStorage[0];
-    int32_t const* outputMode = &enumStorage[1];
+    enumStorage = {static_cast<int32_t>(config.outputMode)};
     return {
         PluginField(kFieldSpecs[kJUDGE_WEIGHT].name, config.judgeWeight.data(), PluginFieldType::kFLOAT32,
             static_cast<int32_t>(config.judgeWeight.size())),
         PluginField(kFieldSpecs[kJUDGE_BIAS].name, &config.judgeBias, PluginFieldType::kFLOAT32, 1),
-        PluginField(kFieldSpecs[kFEATURE_SETUP].name, featureSetup, PluginFieldType::kINT32, 1),
+        PluginField(kFieldSpecs[kFEATURE_BLOCKS].name, config.featureBlocks.data(), PluginFieldType::kINT32,
+            static_cast<int32_t>(config.featureBlocks.size())),
         PluginField(kFieldSpecs[kTARGET_HIDDEN].name, &config.targetHidden, PluginFieldType::kINT32, 1),
         PluginField(kFieldSpecs[kDRAFT_HIDDEN].name, &config.draftHidden, PluginFieldType::kINT32, 1),
         PluginField(kFieldSpecs[kMAX_PATH_LEN].name, &config.maxPathLen, PluginFieldType::kINT32, 1),
-        PluginField(kFieldSpecs[kOUTPUT_MODE].name, outputMode, PluginFieldType::kINT32, 1),
+        PluginField(kFieldSpecs[kOUTPUT_MODE].name, &enumStorage[0], PluginFieldType::kINT32, 1),
         PluginField(kFieldSpecs[kTHRESHOLD].name, &config.threshold, PluginFieldType::kFLOAT32, 1),
     };
 }
@@ -304,12 +398,22 @@ nvinfer1::PluginFieldCollection const* acceptFieldNames()
     return &collection;
 }
 
+std::string setupName(std::vector<int32_t> const& featureBlocks)
+{
+    std::string name;
+    for (int32_t code : featureBlocks)
+    {
+        char const* block = featureBlockName(code);
+        name += (name.empty() ? "" : "-") + std::string(block != nullptr ? block : "?");
+    }
+    return name;
+}
+
 std::string describeAcceptConfig(AcceptConfig const& config)
 {
     std::ostringstream text;
-    text << "feature_setup=" << (config.featureSetup == FeatureSetup::kDD_DT ? "DD-DT" : "DT")
-         << " target_hidden=" << config.targetHidden << " draft_hidden=" << config.draftHidden
-         << " max_path_len=" << config.maxPathLen
+    text << "feature_blocks=" << setupName(config.featureBlocks) << " target_hidden=" << config.targetHidden
+         << " draft_hidden=" << config.draftHidden << " max_path_len=" << config.maxPathLen
          << " output_mode=" << (config.outputMode == OutputMode::kLOGITS ? "logits" : "accept")
          << " threshold=" << config.threshold;
     return text.str();

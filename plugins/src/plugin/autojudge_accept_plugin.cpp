@@ -32,7 +32,7 @@ struct InputSpec
     char const* shape;
 };
 
-constexpr std::array<InputSpec, 7> kAcceptInputs{{
+constexpr std::array<InputSpec, 8> kAcceptInputs{{
     {"target_logits", 2, "[B * (N + 1), V]"},
     {"target_hidden", 2, "[B * (N + 1), target_hidden]"},
     {"draft_tokens", 2, "[B, N]"},
@@ -40,6 +40,7 @@ constexpr std::array<InputSpec, 7> kAcceptInputs{{
     {"paths", 3, "[B, P, max_path_len]"},
     {"threshold", 1, "[B]"},
     {"draft_hidden", 2, "[B * (N + 1), draft_hidden]"},
+    {"greedy_child", 2, "[B, N + 1]"},
 }};
 
 constexpr std::array<InputSpec, 7> kLogitsInputs{{
@@ -51,6 +52,24 @@ constexpr std::array<InputSpec, 7> kLogitsInputs{{
     {"host_context_lengths", 1, "[S]"},
     {"draft_hidden", 2, "[L, draft_hidden]"},
 }};
+
+//! The inputs of the configured mode, in order: the six, then draft_hidden when a block reads the
+//! draft, then (accept mode) greedy_child when a block looks ahead.
+std::vector<InputSpec> presentInputs(AcceptConfig const& config)
+{
+    bool const accept = config.outputMode == OutputMode::kACCEPT;
+    InputSpec const* all = accept ? kAcceptInputs.data() : kLogitsInputs.data();
+    std::vector<InputSpec> specs(all, all + 6);
+    if (readsDraft(config.layout))
+    {
+        specs.push_back(all[6]);
+    }
+    if (accept && config.layout.windowTokens > 0)
+    {
+        specs.push_back(kAcceptInputs[7]);
+    }
+    return specs;
+}
 
 bool isFloatType(DataType type)
 {
@@ -205,8 +224,12 @@ char const* AutoJudgeAcceptPlugin::getPluginNamespace() const noexcept
 
 int32_t AutoJudgeAcceptPlugin::expectedInputs() const
 {
-    bool const isDdDt = mConfig.featureSetup == FeatureSetup::kDD_DT;
-    return 6 + (isDdDt ? 1 : 0); // both modes: six inputs, plus draft_hidden for DD-DT
+    return static_cast<int32_t>(presentInputs(mConfig).size());
+}
+
+int32_t AutoJudgeAcceptPlugin::greedyChildInput() const
+{
+    return idx(AcceptInput::kDRAFT_HIDDEN) + (readsDraft(mConfig.layout) ? 1 : 0);
 }
 
 int32_t AutoJudgeAcceptPlugin::getNbOutputs() const noexcept
@@ -220,12 +243,12 @@ std::string AutoJudgeAcceptPlugin::checkShapes(Dims const* inputs, int32_t nbInp
     if (nbInputs != expectedInputs() || nbOutputs != getNbOutputs())
     {
         std::ostringstream text;
-        text << "output_mode " << (accept ? "0 (accept)" : "1 (logits)") << " with feature_setup "
-             << (mConfig.featureSetup == FeatureSetup::kDD_DT ? "1 (DD-DT)" : "0 (DT)") << " takes "
-             << expectedInputs() << " inputs (";
-        for (int32_t i = 0; i < expectedInputs(); ++i)
+        text << "output_mode " << (accept ? "0 (accept)" : "1 (logits)") << " with feature_blocks "
+             << setupName(mConfig.featureBlocks) << " takes " << expectedInputs() << " inputs (";
+        std::vector<InputSpec> const specs = presentInputs(mConfig);
+        for (size_t i = 0; i < specs.size(); ++i)
         {
-            text << (i ? ", " : "") << (accept ? kAcceptInputs[i].name : kLogitsInputs[i].name);
+            text << (i ? ", " : "") << specs[i].name;
         }
         text << ") and gives " << getNbOutputs() << " outputs; got " << nbInputs << " inputs and " << nbOutputs
              << " outputs";
@@ -236,7 +259,8 @@ std::string AutoJudgeAcceptPlugin::checkShapes(Dims const* inputs, int32_t nbInp
 
 std::string AutoJudgeAcceptPlugin::checkAcceptShapes(Dims const* inputs) const
 {
-    ShapeProblems problems(inputs, kAcceptInputs.data());
+    std::vector<InputSpec> const specs = presentInputs(mConfig);
+    ShapeProblems problems(inputs, specs.data());
     if (!problems.ranksOk(expectedInputs()))
     {
         return problems.text();
@@ -256,10 +280,16 @@ std::string AutoJudgeAcceptPlugin::checkAcceptShapes(Dims const* inputs) const
         problems.expectExtent(logits, 0, batch * (numDraftNodes + 1), "B * (N + 1): one row per node, root included");
     }
     problems.expectExtent(idx(AcceptInput::kTARGET_HIDDEN), 0, rows, "one row per logits row");
-    if (mConfig.featureSetup == FeatureSetup::kDD_DT)
+    if (readsDraft(mConfig.layout))
     {
         problems.expectExtent(idx(AcceptInput::kDRAFT_HIDDEN), 1, mConfig.draftHidden, "the draft_hidden field");
         problems.expectExtent(idx(AcceptInput::kDRAFT_HIDDEN), 0, rows, "one row per logits row");
+    }
+    if (mConfig.layout.windowTokens > 0)
+    {
+        problems.expectExtent(greedyChildInput(), 0, batch, "B, the length of draft_lens");
+        problems.expectExtent(greedyChildInput(), 1, known(numDraftNodes) ? numDraftNodes + 1 : -1,
+            "N + 1: one entry per node, root included");
     }
     if (known(numDraftNodes) && numDraftNodes + 1 > kMaxTreeNodes)
     {
@@ -275,7 +305,8 @@ std::string AutoJudgeAcceptPlugin::checkAcceptShapes(Dims const* inputs) const
 
 std::string AutoJudgeAcceptPlugin::checkLogitsShapes(Dims const* inputs) const
 {
-    ShapeProblems problems(inputs, kLogitsInputs.data());
+    std::vector<InputSpec> const specs = presentInputs(mConfig);
+    ShapeProblems problems(inputs, specs.data());
     if (!problems.ranksOk(expectedInputs()))
     {
         return problems.text();
@@ -286,7 +317,7 @@ std::string AutoJudgeAcceptPlugin::checkLogitsShapes(Dims const* inputs) const
     problems.expectExtent(idx(LogitsInput::kLAST_TOKEN_IDS), 0, rows, "one entry per logits row");
     problems.expectExtent(idx(LogitsInput::kHOST_CONTEXT_LENGTHS), 0,
         problems.extent(idx(LogitsInput::kHOST_REQUEST_TYPES), 0), "S, one entry per sequence like host_request_types");
-    if (mConfig.featureSetup == FeatureSetup::kDD_DT)
+    if (readsDraft(mConfig.layout))
     {
         problems.expectExtent(idx(LogitsInput::kDRAFT_HIDDEN), 1, mConfig.draftHidden, "the draft_hidden field");
         problems.expectExtent(idx(LogitsInput::kDRAFT_HIDDEN), 0, rows, "one row per logits row");
@@ -404,7 +435,7 @@ bool AutoJudgeAcceptPlugin::supportsFormatCombination(
     {
         return isFloatType(desc.type);
     }
-    if (pos == draftHidden && pos < nbInputs)
+    if (pos == draftHidden && pos < nbInputs && readsDraft(mConfig.layout))
     {
         return desc.type == inOut[targetHidden].desc.type;
     }
@@ -416,7 +447,7 @@ bool AutoJudgeAcceptPlugin::supportsFormatCombination(
     {
         return desc.type == DataType::kFLOAT;
     }
-    return desc.type == DataType::kINT32; // token ids, lengths, paths, positions
+    return desc.type == DataType::kINT32; // token ids, lengths, paths, greedy children, positions
 }
 
 size_t AutoJudgeAcceptPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
@@ -544,11 +575,10 @@ bool nodeRowsOf(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* 
 {
     rows.targetLogits = inputs[0];
     rows.targetHidden = inputs[1];
-    rows.draftHidden = config.featureSetup == FeatureSetup::kDD_DT ? inputs[draftHiddenInput] : nullptr;
+    rows.draftHidden = readsDraft(config.layout) ? inputs[draftHiddenInput] : nullptr;
     rows.numRows = static_cast<int32_t>(inputDesc[0].dims.d[0]);
     rows.vocabSize = static_cast<int32_t>(inputDesc[0].dims.d[1]);
-    rows.judge = JudgeHeadView{deviceWeight, config.judgeBias, config.featureSetup, config.targetHidden,
-        config.featureSetup == FeatureSetup::kDD_DT ? config.draftHidden : 0};
+    rows.judge = JudgeHeadView{deviceWeight, config.judgeBias, config.layout};
     return toElementType(inputDesc[0].type, rows.logitsType) && toElementType(inputDesc[1].type, rows.hiddenType);
 }
 
@@ -567,6 +597,8 @@ int32_t AutoJudgeAcceptPlugin::enqueueAccept(nvinfer1::PluginTensorDesc const* i
     args.draftLens = static_cast<int32_t const*>(inputs[idx(AcceptInput::kDRAFT_LENS)]);
     args.paths = static_cast<int32_t const*>(inputs[idx(AcceptInput::kPATHS)]);
     args.threshold = static_cast<float const*>(inputs[idx(AcceptInput::kTHRESHOLD)]);
+    args.greedyChild
+        = mConfig.layout.windowTokens > 0 ? static_cast<int32_t const*>(inputs[greedyChildInput()]) : nullptr;
     args.batchSize = static_cast<int32_t>(inputDesc[idx(AcceptInput::kDRAFT_LENS)].dims.d[0]);
     args.numDraftNodes = static_cast<int32_t>(inputDesc[idx(AcceptInput::kDRAFT_TOKENS)].dims.d[1]);
     args.numPaths = static_cast<int32_t>(paths.d[1]);
@@ -698,6 +730,12 @@ nvinfer1::IPluginV3* AutoJudgeAcceptPluginCreator::createPlugin(
             reportError(registry != nullptr ? registry->getErrorRecorder() : nullptr, ErrorCode::kINVALID_ARGUMENT,
                 std::string(kPluginName) + " '" + (name != nullptr ? name : "") + "': " + error);
             return nullptr;
+        }
+        std::string const warning = shortPathWarning(config);
+        if (!warning.empty())
+        {
+            logMessage(nvinfer1::ILogger::Severity::kWARNING,
+                std::string(kPluginName) + " '" + (name != nullptr ? name : "") + "': " + warning);
         }
         return new AutoJudgeAcceptPlugin(std::move(config));
     }

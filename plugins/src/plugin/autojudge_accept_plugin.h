@@ -22,7 +22,8 @@ constexpr char const* kPluginVersion = "1";
 constexpr char const* kPluginNamespace = "autojudge";
 
 //! Inputs of output_mode 0 (accept). B = batch_size, N = num_draft_nodes, P = num_paths,
-//! D + 1 = max_path_len, V = vocab_size.
+//! D + 1 = max_path_len, V = vocab_size. The optional inputs follow the six in this order, each only
+//! when the judge's blocks need it: draft_hidden is input 6, greedy_child input 6 or 7.
 enum class AcceptInput : int32_t
 {
     kTARGET_LOGITS = 0, //!< [B * (N + 1), V] fp32/fp16/bf16: row b * (N + 1) + n predicts node n's child
@@ -31,7 +32,9 @@ enum class AcceptInput : int32_t
     kDRAFT_LENS = 3,    //!< [B] int32: nodes 1..draft_lens[b] may be accepted
     kPATHS = 4,         //!< [B, P, D + 1] int32: root-to-leaf node indices, -1 padded
     kTHRESHOLD = 5,     //!< [B] float32: per-request judge threshold in [0, 1]
-    kDRAFT_HIDDEN = 6,  //!< [B * (N + 1), draft_hidden] same type as target_hidden (DD-DT only)
+    kDRAFT_HIDDEN = 6,  //!< [B * (N + 1), draft_hidden] same type as target_hidden (blocks DD, DD1)
+    kGREEDY_CHILD = 7,  //!< [B, N + 1] int32: rank-0 child of each node, -1 none (blocks DT1, DT2, DD1, LS);
+                        //!< input 6 when no block reads the draft
 };
 
 //! Outputs of output_mode 0 (accept).
@@ -53,7 +56,7 @@ enum class LogitsInput : int32_t
     kLAST_TOKEN_IDS = 3,       //!< [L] int32: 1-based position in input_ids of each row's input token, ascending
     kHOST_REQUEST_TYPES = 4,   //!< [S] int32, host memory: 0 context request, 1 generation sequence
     kHOST_CONTEXT_LENGTHS = 5, //!< [S] int32, host memory: a context request's tokens this step
-    kDRAFT_HIDDEN = 6,         //!< [L, draft_hidden] same type as target_hidden (DD-DT only)
+    kDRAFT_HIDDEN = 6,         //!< [L, draft_hidden] same type as target_hidden (blocks DD, DD1)
 };
 
 //! Output of output_mode 1 (logits).
@@ -113,6 +116,8 @@ public:
 
 private:
     int32_t expectedInputs() const;
+    //! Position of the accept-mode input greedy_child (when the judge looks ahead).
+    int32_t greedyChildInput() const;
     //! Empty when the shapes fit the contract; else what is wrong. Dimensions < 0 (not known
     //! yet at build time) are not checked.
     std::string checkShapes(nvinfer1::Dims const* inputs, int32_t nbInputs, int32_t nbOutputs) const;
