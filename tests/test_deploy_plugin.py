@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.spec.judge_blocks import block_codes
+from trtllm_autojudge.trt.engine import stock_spec
 from trtllm_autojudge.trt.plugin import contract, library
-from trtllm_autojudge.trt.plugin.contract import (FIELD_DTYPES, accept_input_names, check_accept_input_shapes,
-                                           check_plugin_fields, plugin_field_specs)
+from trtllm_autojudge.trt.plugin.contract import (FIELD_DTYPES, LOGITS_INPUTS, accept_input_names,
+                                                  check_accept_input_shapes, check_plugin_fields, plugin_field_specs,
+                                                  plugin_io_names)
 from trtllm_autojudge.trt.plugin.fields import engine_plugin_fields
 
 HD, HT = 24, 40
@@ -22,8 +25,10 @@ def random_head(setup, seed=0, threshold=0.35):
                      setup, HD, HT, threshold=threshold, meta={"draft_model": "d", "target_model": "t"})
 
 
-@pytest.mark.parametrize("setup,feature_setup,draft_hidden", [("DT", 0, 0), ("DD-DT", 1, HD)])
-def test_fields_from_a_saved_judge_file(tmp_path, setup, feature_setup, draft_hidden):
+@pytest.mark.parametrize("setup,feature_blocks,draft_hidden", [("DT", [0], 0), ("DD-DT", [1, 0], HD),
+                                                                ("DD-DT-DT1-DT2-DD1-LS", [1, 0, 2, 3, 4, 5], HD),
+                                                                ("DT-DT1-DT2-LS", [0, 2, 3, 5], 0)])
+def test_fields_from_a_saved_judge_file(tmp_path, setup, feature_blocks, draft_hidden):
     head = random_head(setup)
     path = tmp_path / "judge.safetensors"
     head.save(path)
@@ -33,7 +38,7 @@ def test_fields_from_a_saved_judge_file(tmp_path, setup, feature_setup, draft_hi
     np.testing.assert_array_equal(fields["judge_weight"], w)
     np.testing.assert_allclose(fields["judge_bias"], [c], rtol=1e-6)
     assert fields["judge_weight"].dtype == np.float32 and fields["judge_weight"].shape == (feature_dim(setup, HD, HT),)
-    assert fields["feature_setup"].tolist() == [feature_setup] and fields["draft_hidden"].tolist() == [draft_hidden]
+    assert fields["feature_blocks"].tolist() == feature_blocks and fields["draft_hidden"].tolist() == [draft_hidden]
     assert fields["target_hidden"].tolist() == [HT] and fields["max_path_len"].tolist() == [9]
     assert fields["output_mode"].tolist() == [0] and fields["threshold"].tolist() == [np.float32(0.35)]
     # the folded fields score features exactly as the judge head does
@@ -60,12 +65,14 @@ def test_fields_refuse_a_judge_for_other_models(tmp_path):
 def test_field_checks_name_the_field():
     good = engine_plugin_fields(random_head("DT"), 5)
     assert [(n, t) for n, _, t in plugin_field_specs(good)] == [
-        ("judge_weight", "FLOAT32"), ("judge_bias", "FLOAT32"), ("feature_setup", "INT32"), ("target_hidden", "INT32"),
+        ("judge_weight", "FLOAT32"), ("judge_bias", "FLOAT32"), ("feature_blocks", "INT32"), ("target_hidden", "INT32"),
         ("draft_hidden", "INT32"), ("max_path_len", "INT32"), ("output_mode", "INT32"), ("threshold", "FLOAT32")]
     for change, message in [({"judge_weight": np.ones(3)}, "judge_weight has 3 features"),
-                            ({"draft_hidden": np.array([7])}, "DT reads no draft hidden state"),
+                            ({"draft_hidden": np.array([7])}, "do not fit feature_blocks DT"),
                             ({"threshold": np.array([1.5])}, "threshold"),
-                            ({"feature_setup": np.array([2])}, "feature_setup 2"),
+                            ({"feature_blocks": np.array([0, 9])}, "distinct codes"),
+                            ({"feature_blocks": np.array([0, 0])}, "distinct codes"),
+                            ({"feature_blocks": np.array([0, 5])}, "judge_weight has 40 features, feature_blocks DT-LS"),
                             ({"max_path_len": np.array([2.5])}, "integers"),
                             ({"judge_bias": np.array([np.nan])}, "finite"),
                             ({"target_hidden": np.array([40, 40])}, "one value")]:
@@ -75,11 +82,35 @@ def test_field_checks_name_the_field():
         check_plugin_fields({k: v for k, v in good.items() if k != "output_mode"})
 
 
+def test_field_sets_of_the_first_contract_are_migrated():
+    """feature_setup 0 / 1 (the first contract) become feature_blocks DT / DD-DT."""
+    for setup, feature_setup in (("DT", 0), ("DD-DT", 1)):
+        fields = engine_plugin_fields(random_head(setup), 5)
+        old = {k: v for k, v in fields.items() if k != "feature_blocks"} | {"feature_setup": np.array([feature_setup])}
+        migrated = check_plugin_fields(old)
+        assert list(migrated) == list(FIELD_DTYPES)
+        assert migrated["feature_blocks"].tolist() == block_codes(setup).tolist()
+    with pytest.raises(ValueError, match="feature_setup 2 is not one of"):
+        check_plugin_fields({k: v for k, v in fields.items() if k != "feature_blocks"} | {"feature_setup": [2]})
+
+
+def test_a_target_only_lookahead_judge_takes_the_stock_inputs(tmp_path):
+    head = random_head("DT-DT1-DT2-LS")
+    head.save(tmp_path / "judge.safetensors")
+    block = stock_spec.stock_block(tmp_path / "judge.safetensors", "lib.so", max_draft_len=6)
+    fields = stock_spec.stock_plugin_fields(block, target_hidden=HT)
+    assert fields["feature_blocks"].tolist() == [0, 2, 3, 5] and fields["draft_hidden"].tolist() == [0]
+    assert plugin_io_names(fields) == (LOGITS_INPUTS[:-1], ("rewritten_logits",))
+
+
 def test_insertion_arguments_are_checked_before_tensorrt():
     dt = engine_plugin_fields(random_head("DT"), 5)  # D+1 = 5
     ddt = engine_plugin_fields(random_head("DD-DT"), 5)
-    assert accept_input_names(0) == ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths", "threshold")
-    assert accept_input_names(1)[-1] == "draft_hidden"
+    assert accept_input_names([0]) == ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths",
+                                       "threshold")
+    assert accept_input_names([1, 0])[-1] == "draft_hidden"
+    assert accept_input_names(block_codes("DT-LS"))[6:] == ("greedy_child",)
+    assert accept_input_names(block_codes("DD-DT-DT1-DT2-DD1-LS"))[6:] == ("draft_hidden", "greedy_child")
     B, N, P, V = 3, 6, 2, 100
     shapes = {"target_logits": (B * (N + 1), V), "target_hidden": (B * (N + 1), HT), "draft_tokens": (B, N),
               "draft_lens": (B,), "paths": (B, P, 5), "threshold": (B,)}
@@ -93,6 +124,12 @@ def test_insertion_arguments_are_checked_before_tensorrt():
             check_accept_input_shapes({**shapes, **bad}, dt)
     with pytest.raises(ValueError, match="inputs must be"):
         check_accept_input_shapes(shapes, ddt)  # DD-DT needs draft_hidden
+    lookahead = engine_plugin_fields(random_head("DT-LS"), 5)
+    check_accept_input_shapes({**shapes, "greedy_child": (B, N + 1)}, lookahead)
+    with pytest.raises(ValueError, match=r"greedy_child must be \[B, N\+1\], one entry per node"):
+        check_accept_input_shapes({**shapes, "greedy_child": (B, N)}, lookahead)
+    with pytest.raises(ValueError, match="inputs must be"):
+        check_accept_input_shapes(shapes, lookahead)  # a lookahead judge needs greedy_child
 
 
 INIT_SOURCE = r"""

@@ -50,7 +50,7 @@ def test_stock_block_fields_and_plugin_io(tmp_path):
     assert stock_spec.stock_block(path, "lib.so", max_draft_len=6, threshold=0.7).threshold == pytest.approx(0.7)
     fields = stock_spec.stock_plugin_fields(block, target_hidden=HT)
     assert list(fields) == list(FIELD_DTYPES)
-    assert fields["output_mode"].tolist() == [OUTPUT_MODES["logits"]] and fields["feature_setup"].tolist() == [0]
+    assert fields["output_mode"].tolist() == [OUTPUT_MODES["logits"]] and fields["feature_blocks"].tolist() == [0]
     assert fields["threshold"].tolist() == [np.float32(0.4)] and fields["max_path_len"].tolist() == [7]
     w, c = JudgeHead.load(path).folded()
     np.testing.assert_array_equal(fields["judge_weight"], w.astype(np.float32))

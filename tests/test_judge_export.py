@@ -14,9 +14,10 @@ from sklearn.preprocessing import StandardScaler
 from test_judge_train import HD, HT, SMALL_GRID, planted_featureset
 from trtllm_autojudge.judge.cli_train import main_export, main_train
 from trtllm_autojudge.judge.export import FILE_NAMES, export_judge, plugin_fields, vllm_judge_config
-from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.judge.onnx_graph import build_onnx, check_onnx, run_onnx
 from trtllm_autojudge.judge.train import split_by_group, train_judge
+from trtllm_autojudge.trt.plugin.contract import check_plugin_fields
 
 
 @pytest.fixture(scope="module", params=["DT", "DD-DT"])
@@ -46,20 +47,35 @@ def test_folded_weights_onnx_and_sklearn_pipeline_agree(trained):
 def test_plugin_fields_name_the_setup(trained):
     _, head, _ = trained
     fields = plugin_fields(head)
-    assert set(fields) == {"judge_weight", "judge_bias", "feature_setup", "target_hidden", "draft_hidden", "threshold"}
+    assert set(fields) == {"judge_weight", "judge_bias", "feature_blocks", "target_hidden", "draft_hidden", "threshold"}
     assert fields["judge_weight"].dtype == np.float32 and fields["judge_weight"].shape == (head.coef.shape[0],)
     assert fields["judge_bias"].dtype == np.float32 and fields["judge_bias"].shape == (1,)
-    assert fields["feature_setup"].dtype == np.int32 and fields["target_hidden"][0] == HT
-    expected = {"DT": (0, 0), "DD-DT": (1, HD)}[head.setup]
-    assert (fields["feature_setup"][0], fields["draft_hidden"][0]) == expected
+    assert fields["feature_blocks"].dtype == np.int32 and fields["target_hidden"][0] == HT
+    expected = {"DT": ([0], 0), "DD-DT": ([1, 0], HD)}[head.setup]
+    assert (fields["feature_blocks"].tolist(), fields["draft_hidden"][0]) == expected
     assert fields["threshold"][0] == np.float32(head.threshold)
 
 
 def test_setups_the_plugin_cannot_compute_are_refused():
     fs, _ = planted_featureset(setup="TT", prompts=10)
     head, _ = train_judge(fs, c_grid=SMALL_GRID, progress=False)
-    with pytest.raises(ValueError, match="plugin computes setups .*train with --setup DT or DD-DT"):
+    with pytest.raises(ValueError, match="plugin computes the blocks .*train with a setup of those blocks"):
         plugin_fields(head)
+
+
+def test_lookahead_judges_export_for_the_plugin_but_not_with_a_veto():
+    setup = "DD-DT-DT1-DT2-DD1-LS"
+    F = feature_dim(setup, HD, HT)
+    rng = np.random.default_rng(0)
+    head = JudgeHead(rng.normal(size=F), rng.normal(size=F), rng.uniform(0.5, 2, size=F), 0.2, setup, HD, HT)
+    fields = plugin_fields(head)
+    w, c = head.folded()
+    assert fields["feature_blocks"].tolist() == [1, 0, 2, 3, 4, 5] and fields["draft_hidden"].tolist() == [HD]
+    np.testing.assert_array_equal(fields["judge_weight"], w)
+    check_plugin_fields({**fields, "max_path_len": np.array([5]), "output_mode": np.array([0])})
+    vetoed = dataclasses.replace(head, meta={"veto": {"classes": ["digits"], "token_ids": [3, 4]}})
+    with pytest.raises(ValueError, match="no token veto"):
+        plugin_fields(vetoed)
 
 
 def test_vllm_judge_config_keys_and_score(trained):

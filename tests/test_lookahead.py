@@ -1,5 +1,7 @@
 """Lookahead judge blocks (DT1, DT2, DD1, LS): mining's features and the decoding rule's both equal
 plain forwards over the swapped sequence and the draft's greedy continuation of it."""
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,7 @@ from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.judge.lookahead import MIN_LOG_PROB
 from trtllm_autojudge.mining.features import extract_features
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
+from trtllm_autojudge.spec.acceptance import accept_tree
 
 SETUP = "DD-DT-DT1-DT2-DD1-LS"
 
@@ -91,7 +94,7 @@ def test_rule_scores_nodes_as_plain_forwards_do(tree):
     target, draft = tiny_pair(seed=5)
     head = random_head(target, draft)
     rule = JudgeRule(head)
-    assert rule.needs_draft_hidden and not rule.fusable and head.lookahead == 2
+    assert rule.needs_draft_hidden and rule.fusable and head.lookahead == 2
     prompt = tiny_prompts(1, seed=4)[0][1]
     prop, ctx = verify_context(target, draft, tree, prompt)
     got = rule.judge_logits(ctx)[0]  # [N+1]
@@ -140,10 +143,39 @@ def test_rule_scoring_only_mismatches_equals_scoring_every_node(tree, setup):
     assert any(verdicts) and not all(verdicts)
 
 
-def test_lookahead_setups_stay_off_the_plugin():
+@pytest.mark.parametrize("tree", TREES + [DraftTree.chain(2)], ids=["chain", "tree", "chain of 2"])
+def test_fused_acceptance_equals_the_rule(tree):
+    """JudgeRule.accept_fused (torch.ops.autojudge.accept: the host core on CPU) == the rule + accept_tree,
+    with the deepest level's draft rows NaN as while decoding, at thresholds between two judge logits
+    and above all of them."""
+    target, draft = tiny_pair(seed=5)
+    head = random_head(target, draft, seed=2)
+    _, ctx = verify_context(target, draft, tree, tiny_prompts(1, seed=4)[0][1], feed_leaves=False)
+    logits = JudgeRule(head).judge_logits(ctx, ctx.mismatches())[0]
+    finite = np.sort(logits[np.isfinite(logits)])
+    cuts = [finite[-1] + 1.0] if len(finite) else [0.0]  # every scored node judged
+    if len(finite) > 1:
+        cuts.append(finite[len(finite) // 2 - 1: len(finite) // 2 + 1].mean())  # some judged, some not
+    paths = tree.paths[None]
+    judged = 0
+    for cut in cuts:
+        rule = JudgeRule(head, threshold=float(1 / (1 + np.exp(-cut))))
+        assert rule.fusable
+        want = accept_tree(ctx.draft_tokens, ctx.target_argmax[None], paths, rule(ctx))
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            got = rule.accept_fused(ctx, paths)
+        for name in ("accepted_len", "best_path", "judged_count", "accepted_tokens"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+        assert any("gives no verdict" in str(w.message) for w in said) == (tree.max_depth <= head.lookahead)
+        judged += int(got.judged_count[0])
+    assert judged > 0 or tree.max_depth <= head.lookahead
+
+
+def test_lookahead_setups_export_for_the_plugin():
     target, draft = tiny_pair(seed=0)
     head = random_head(target, draft)
-    assert "lookahead blocks" in unsupported_reason(head, "plugin")
+    assert unsupported_reason(head, "plugin") is None
     dt1 = JudgeHead(np.zeros(64), np.zeros(64), np.ones(64), 0.0, "DT1", 64, 64)
     assert dt1.lookahead == 1 and not dt1.needs_draft_hidden and dt1.usable_while_decoding
     assert feature_dim("DT-LS", 16, 32) == 38

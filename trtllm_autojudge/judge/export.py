@@ -2,7 +2,8 @@
 
 Formats (file names inside ``out_dir``):
 - ``plugin``: ``judge_plugin_fields.npz``, the fields of the ``AutoJudgeAccept`` TensorRT plugin
-  (DESIGN.md section 5) from :func:`plugin_fields`. Setups DT and DD-DT only.
+  (DESIGN.md section 5) from :func:`plugin_fields`. Any setup of the blocks that exist while
+  decoding (DT, DD, DT1, DT2, DD1, LS: ``spec/judge_blocks.py``), without a token veto.
 - ``onnx``: ``judge_head.onnx`` (:mod:`.onnx_graph`), checked against NumPy with onnxruntime
   before it is written. Any setup.
 - ``vllm``: ``judge_vllm_config.json``, the keyword arguments of the research code's vLLM
@@ -16,24 +17,21 @@ from pathlib import Path
 
 import numpy as np
 
+from ..spec.judge_blocks import BLOCK_CODES, block_codes
 from .head import JudgeHead
-from .lookahead import LOOKAHEAD_BLOCKS
 
 FORMATS = ("plugin", "onnx", "vllm")
 FILE_NAMES = {"plugin": "judge_plugin_fields.npz", "onnx": "judge_head.onnx", "vllm": "judge_vllm_config.json"}
-# Value of the plugin's ``feature_setup`` field per judge setup; the feature vector is the blocks
-# in this order: DT = [target hidden (Ht)], DD-DT = [draft hidden (Hd), target hidden (Ht)].
-PLUGIN_FEATURE_SETUPS = {"DT": 0, "DD-DT": 1}
 
 
 def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
     """Why ``head`` cannot be exported as ``fmt`` (None when it can)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose from {FORMATS}")
-    if fmt == "plugin" and head.setup not in PLUGIN_FEATURE_SETUPS:
-        return (f"the TensorRT plugin computes setups {sorted(PLUGIN_FEATURE_SETUPS)} only (lookahead blocks, "
-                f"{', '.join(LOOKAHEAD_BLOCKS)}, only the Python rule computes), this judge has setup {head.setup}: "
-                f"train with --setup DT or DD-DT")
+    if fmt == "plugin" and not all(b in BLOCK_CODES for b in head.blocks):
+        return (f"the TensorRT plugin computes the blocks {list(BLOCK_CODES)} (those that exist while decoding), "
+                f"this judge has setup {head.setup}: train with a setup of those blocks, e.g. --setup "
+                f"DD-DT-DT1-DT2-DD1-LS")
     if fmt in ("plugin", "vllm") and head.meta.get("veto"):
         return (f"the {fmt} format has no token veto (classes {head.meta['veto']['classes']}), which this judge's "
                 f"certified default relies on; only the Python rule applies it")
@@ -49,11 +47,12 @@ def plugin_fields(head: JudgeHead) -> dict[str, np.ndarray]:
     Returns
     -------
     dict
-        ``judge_weight`` [F] float32 (folded ``w = coef / scale``), ``judge_bias`` [1] float32
-        (folded ``c = intercept - sum(coef * mean / scale)``), ``feature_setup`` [1] int32
-        (:data:`PLUGIN_FEATURE_SETUPS`), ``target_hidden`` [1] int32, ``draft_hidden`` [1] int32
-        (0 for DT, which reads no draft hidden state), ``threshold`` [1] float32 (the default
-        probability threshold; the plugin takes the per-request one as an input).
+        ``judge_weight`` [F] float32 (folded ``w = coef / scale``, the blocks' features in the
+        setup's order), ``judge_bias`` [1] float32 (folded ``c = intercept - sum(coef * mean /
+        scale)``), ``feature_blocks`` [K] int32 (the setup's blocks as
+        :data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`), ``target_hidden`` [1] int32,
+        ``draft_hidden`` [1] int32 (0 when no block reads the draft), ``threshold`` [1] float32 (the
+        default probability threshold; the plugin takes the per-request one as an input).
     """
     reason = unsupported_reason(head, "plugin")
     if reason:
@@ -62,7 +61,7 @@ def plugin_fields(head: JudgeHead) -> dict[str, np.ndarray]:
     return {
         "judge_weight": w.astype(np.float32),
         "judge_bias": np.array([c], np.float32),
-        "feature_setup": np.array([PLUGIN_FEATURE_SETUPS[head.setup]], np.int32),
+        "feature_blocks": block_codes(head.setup),
         "target_hidden": np.array([head.target_hidden], np.int32),
         "draft_hidden": np.array([head.draft_hidden if head.needs_draft_hidden else 0], np.int32),
         "threshold": np.array([head.threshold], np.float32),

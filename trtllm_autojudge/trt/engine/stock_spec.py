@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ...spec.judge_blocks import block_codes
 from ..plugin.contract import logits_input_names
 from .io_spec import read_block
 from ..plugin.fields import engine_plugin_fields
@@ -87,8 +88,9 @@ def stock_plugin_fields(block: StockBlock, target_hidden: int) -> dict[str, np.n
     ``max_path_len = max_draft_len + 1``; a judge for another hidden size is refused."""
     fields = engine_plugin_fields(block.judge_file, block.max_draft_len + 1, "logits", block.threshold,
                                   target_hidden=target_hidden)
-    if int(fields["feature_setup"][0]) != 0:
-        raise ValueError("the stock route takes DT judges only (the stock runtime feeds no draft hidden states)")
+    if int(fields["draft_hidden"][0]) != 0:
+        raise ValueError("the stock route takes target-only judges (no DD or DD1 block): the stock runtime feeds no "
+                         "draft hidden states")
     return fields
 
 
@@ -137,7 +139,7 @@ def plugin_inputs(forward_kwargs: Mapping[str, Any], logits, lm_input) -> list:
     if missing:
         raise ValueError(f"the stock engine's forward arguments lack {missing}: build with packed input and the GPT "
                          f"attention plugin (their host inputs carry the step's layout)")
-    return [found[name] for name in logits_input_names(0)]
+    return [found[name] for name in logits_input_names(block_codes("DT"))]  # a target-only judge's inputs
 
 
 def take_output(network, name: str, new_name: str):

@@ -15,7 +15,9 @@ Accept mode (``output_mode = 0``), inputs in this order (``B`` sequences, ``N`` 
  3  draft_lens        [B] int32               nodes 1..draft_lens[b] are valid
  4  paths             [B, P, D+1] int32       root-to-leaf node indices, -1 padded
  5  threshold         [B] float32             per-request threshold in [0, 1]
- 6  draft_hidden      [B*(N+1), Hd]           draft's final-norm hidden state (DD-DT only)
+ 6  draft_hidden      [B*(N+1), Hd]           draft's final-norm hidden state (blocks DD, DD1)
+ 7  greedy_child      [B, N+1] int32          rank-0 child of each node, -1 none (blocks DT1,
+                                              DT2, DD1, LS); input 6 without draft_hidden
 ==  ================  ======================  =============================================
 
 Outputs: ``accepted_tokens [B, D+1]``, ``accepted_lens [B]``, ``best_path [B]``,
@@ -33,16 +35,24 @@ Logits mode (``output_mode = 1``), the stock engine tensors of one packed step (
  3  last_token_ids        [L] int32       1-based position of each row's token
  4  host_request_types    [S] int32       host memory: 0 context, 1 generation
  5  host_context_lengths  [S] int32       host memory: a context request's tokens
- 6  draft_hidden          [L, Hd]         DD-DT only (no stock runtime feeds it)
+ 6  draft_hidden          [L, Hd]         blocks DD, DD1 (no stock runtime feeds it)
 ==  ====================  ==============  ===============================================
 
-Output: ``rewritten_logits [L, V]`` of ``target_logits``' type.
+Output: ``rewritten_logits [L, V]`` of ``target_logits``' type. A sequence's draft rows are a chain:
+the lookahead blocks of a draft row read the sequence's next draft rows (no greedy_child input).
+
+``feature_blocks`` holds the judge's blocks as :data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`
+codes, in the order of its weights. Field sets of the first contract named the setup with
+``feature_setup`` (0 = DT, 1 = DD-DT) instead; :func:`check_plugin_fields` migrates them, and the
+plugin itself still accepts them (it serializes ``feature_blocks``).
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from ...spec.judge_blocks import block_codes, block_setup, feature_size, reads_draft, window_tokens
 
 PLUGIN_NAME = "AutoJudgeAccept"
 PLUGIN_VERSION = "1"
@@ -54,19 +64,20 @@ LIBRARY_NAME = "libautojudge_trt_plugin.so"
 FIELD_DTYPES: dict[str, type] = {
     "judge_weight": np.float32,  # [F] folded weights w = coef / scale
     "judge_bias": np.float32,  # [1] folded bias c
-    "feature_setup": np.int32,  # [1] FEATURE_SETUPS
+    "feature_blocks": np.int32,  # [K] the judge's blocks (spec/judge_blocks.py BLOCK_CODES), weight order
     "target_hidden": np.int32,  # [1] Ht
-    "draft_hidden": np.int32,  # [1] Hd, 0 for DT
+    "draft_hidden": np.int32,  # [1] Hd, 0 when no block reads the draft
     "max_path_len": np.int32,  # [1] D+1
     "output_mode": np.int32,  # [1] OUTPUT_MODES
     "threshold": np.float32,  # [1] default threshold (the logits mode uses it)
 }
 # trt.PluginFieldType member per NumPy dtype.
 TRT_FIELD_TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32"}
-FEATURE_SETUPS = {"DT": 0, "DD-DT": 1}
+LEGACY_FEATURE_SETUPS = {0: "DT", 1: "DD-DT"}  # feature_setup of the first contract's field sets
 OUTPUT_MODES = {"accept": 0, "logits": 1}
 
-ACCEPT_INPUTS = ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths", "threshold", "draft_hidden")
+ACCEPT_INPUTS = ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths", "threshold", "draft_hidden",
+                 "greedy_child")
 ACCEPT_OUTPUTS = ("accepted_tokens", "accepted_lens", "best_path", "judged_count")
 LOGITS_INPUTS = ("target_logits", "target_hidden", "input_ids", "last_token_ids", "host_request_types",
                  "host_context_lengths", "draft_hidden")
@@ -75,10 +86,18 @@ LAYER_NAME = "autojudge_accept"
 
 
 def check_plugin_fields(fields: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Validate a complete field set and return it with the contract's dtypes and shapes.
+    """Validate a complete field set and return it with the contract's dtypes and shapes; a field set
+    of the first contract (``feature_setup`` instead of ``feature_blocks``) comes back migrated.
 
     Raises ValueError naming the field and what to change.
     """
+    fields = dict(fields)
+    if "feature_setup" in fields and "feature_blocks" not in fields:
+        setup = int(np.asarray(fields.pop("feature_setup")).reshape(-1)[0])
+        if setup not in LEGACY_FEATURE_SETUPS:
+            raise ValueError(f"feature_setup {setup} is not one of {LEGACY_FEATURE_SETUPS}: give feature_blocks "
+                             f"instead")
+        fields["feature_blocks"] = block_codes(LEGACY_FEATURE_SETUPS[setup])
     missing = [k for k in FIELD_DTYPES if k not in fields]
     extra = [k for k in fields if k not in FIELD_DTYPES]
     if missing or extra:
@@ -93,20 +112,20 @@ def check_plugin_fields(fields: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
             raise ValueError(f"plugin field {name} must hold integers that fit int32, got {a}")
         out[name] = np.ascontiguousarray(cast)
     for name in FIELD_DTYPES:
-        if name != "judge_weight" and out[name].shape != (1,):
+        if name not in ("judge_weight", "feature_blocks") and out[name].shape != (1,):
             raise ValueError(f"plugin field {name} must hold one value, got shape {out[name].shape}")
     w = out["judge_weight"]
     if w.size == 0 or not np.all(np.isfinite(w)) or not np.isfinite(out["judge_bias"][0]):
         raise ValueError("plugin fields judge_weight / judge_bias must be non-empty and finite")
-    setup, ht, hd = int(out["feature_setup"][0]), int(out["target_hidden"][0]), int(out["draft_hidden"][0])
-    if setup not in FEATURE_SETUPS.values():
-        raise ValueError(f"feature_setup {setup} is not one of {FEATURE_SETUPS}")
-    if ht < 1 or hd < 0 or (setup == FEATURE_SETUPS["DT"] and hd != 0) or (setup == FEATURE_SETUPS["DD-DT"] and hd < 1):
-        raise ValueError(f"target_hidden {ht} / draft_hidden {hd} do not fit feature_setup {setup} "
-                         f"(DT reads no draft hidden state: draft_hidden 0; DD-DT needs draft_hidden >= 1)")
-    if w.size != ht + hd:
-        raise ValueError(f"judge_weight has {w.size} features, feature_setup {setup} needs draft_hidden + target_hidden "
-                         f"= {hd} + {ht}: the judge file does not match these hidden sizes")
+    setup = block_setup(out["feature_blocks"])
+    ht, hd = int(out["target_hidden"][0]), int(out["draft_hidden"][0])
+    if ht < 1 or hd < 0 or reads_draft(setup) != (hd > 0):
+        raise ValueError(f"target_hidden {ht} / draft_hidden {hd} do not fit feature_blocks {setup}: draft_hidden is "
+                         f"the draft's hidden size when a block reads the draft (DD, DD1), else 0")
+    if w.size != feature_size(setup, ht, hd):
+        raise ValueError(f"judge_weight has {w.size} features, feature_blocks {setup} with target_hidden {ht} and "
+                         f"draft_hidden {hd} need {feature_size(setup, ht, hd)}: the judge file does not match these "
+                         f"hidden sizes")
     if int(out["max_path_len"][0]) < 2:
         raise ValueError(f"max_path_len (D+1) must be >= 2 (at least one draft token), got {out['max_path_len'][0]}")
     if int(out["output_mode"][0]) not in OUTPUT_MODES.values():
@@ -122,29 +141,26 @@ def plugin_field_specs(fields: Mapping[str, np.ndarray]) -> list[tuple[str, np.n
     return [(name, checked[name], TRT_FIELD_TYPES[checked[name].dtype]) for name in FIELD_DTYPES]
 
 
-def _names(all_inputs: tuple[str, ...], feature_setup: int) -> tuple[str, ...]:
-    if feature_setup not in FEATURE_SETUPS.values():
-        raise ValueError(f"feature_setup {feature_setup} is not one of {FEATURE_SETUPS}")
-    return all_inputs if feature_setup == FEATURE_SETUPS["DD-DT"] else all_inputs[:-1]
+def accept_input_names(feature_blocks: Sequence[int]) -> tuple[str, ...]:
+    """Names of the accept-mode inputs, in plugin order, for a judge's block codes: the six, then
+    ``draft_hidden`` when a block reads the draft, then ``greedy_child`` when one looks ahead."""
+    setup = block_setup(feature_blocks)
+    return tuple(name for name in ACCEPT_INPUTS if (name != "draft_hidden" or reads_draft(setup))
+                 and (name != "greedy_child" or window_tokens(setup) > 0))
 
 
-def accept_input_names(feature_setup: int) -> tuple[str, ...]:
-    """Names of the accept-mode inputs, in plugin order, for a feature setup value."""
-    return _names(ACCEPT_INPUTS, feature_setup)
-
-
-def logits_input_names(feature_setup: int) -> tuple[str, ...]:
-    """Names of the logits-mode inputs, in plugin order, for a feature setup value."""
-    return _names(LOGITS_INPUTS, feature_setup)
+def logits_input_names(feature_blocks: Sequence[int]) -> tuple[str, ...]:
+    """Names of the logits-mode inputs, in plugin order, for a judge's block codes: the six stock
+    inputs, then ``draft_hidden`` when a block reads the draft."""
+    return LOGITS_INPUTS if reads_draft(block_setup(feature_blocks)) else LOGITS_INPUTS[:-1]
 
 
 def plugin_io_names(fields: Mapping[str, np.ndarray]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(inputs, outputs)`` of the plugin these fields configure, in plugin order."""
     f = check_plugin_fields(fields)
-    setup, mode = int(f["feature_setup"][0]), int(f["output_mode"][0])
-    if mode == OUTPUT_MODES["accept"]:
-        return accept_input_names(setup), ACCEPT_OUTPUTS
-    return logits_input_names(setup), LOGITS_OUTPUTS
+    if int(f["output_mode"][0]) == OUTPUT_MODES["accept"]:
+        return accept_input_names(f["feature_blocks"]), ACCEPT_OUTPUTS
+    return logits_input_names(f["feature_blocks"]), LOGITS_OUTPUTS
 
 
 def check_plugin_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
@@ -177,7 +193,7 @@ def check_logits_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mappi
     Raises ValueError naming the input whose shape is wrong.
     """
     f = check_plugin_fields(fields)
-    names = logits_input_names(int(f["feature_setup"][0]))
+    names = logits_input_names(f["feature_blocks"])
     ranks = {"target_logits": 2, "target_hidden": 2, "input_ids": 1, "last_token_ids": 1, "host_request_types": 1,
              "host_context_lengths": 1, "draft_hidden": 2}
     s, same = _shape_checker(shapes, names, ranks, "logits")
@@ -197,9 +213,9 @@ def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mappi
     Raises ValueError naming the input whose shape is wrong.
     """
     f = check_plugin_fields(fields)
-    names = accept_input_names(int(f["feature_setup"][0]))
+    names = accept_input_names(f["feature_blocks"])
     ranks = {"target_logits": 2, "target_hidden": 2, "draft_tokens": 2, "draft_lens": 1, "paths": 3, "threshold": 1,
-             "draft_hidden": 2}
+             "draft_hidden": 2, "greedy_child": 2}
     s, same = _shape_checker(shapes, names, ranks, "accept")
     B, N = s["draft_tokens"]
     rows = B * (N + 1) if B >= 0 and N >= 0 else -1
@@ -212,3 +228,6 @@ def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mappi
         same(s[name][0], B, f"{name} must be [B]")
     same(s["paths"][0], B, "paths must be [B, P, D+1]")
     same(s["paths"][2], int(f["max_path_len"][0]), "paths last dimension vs field max_path_len (D+1)")
+    if "greedy_child" in s:
+        same(s["greedy_child"][0], B, "greedy_child must be [B, N+1]")
+        same(s["greedy_child"][1], N + 1 if N >= 0 else -1, "greedy_child must be [B, N+1], one entry per node")

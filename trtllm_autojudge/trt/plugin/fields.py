@@ -1,6 +1,6 @@
 """Plugin fields for one engine build: the judge file's fields plus the deployment's.
 
-The judge file gives the folded weights, bias, feature setup, hidden sizes and the default
+The judge file gives the folded weights, bias, feature blocks, hidden sizes and the default
 threshold (:func:`trtllm_autojudge.judge.export.plugin_fields`); the engine build adds the
 longest path (``max_path_len = D+1``) and the output mode.
 """

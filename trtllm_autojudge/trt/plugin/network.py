@@ -33,7 +33,9 @@ def add_autojudge_plugin(network, inputs: Sequence, fields: Mapping[str, np.ndar
     network : tensorrt.INetworkDefinition
     inputs : sequence of tensorrt.ITensor
         In plugin order: :data:`.contract.ACCEPT_INPUTS` (accept mode) or
-        :data:`.contract.LOGITS_INPUTS` (logits mode); ``draft_hidden`` only for DD-DT.
+        :data:`.contract.LOGITS_INPUTS` (logits mode), as :func:`.contract.plugin_io_names` lists
+        them: ``draft_hidden`` only when a block reads the draft, ``greedy_child`` (accept mode) only
+        when one looks ahead.
     fields : dict
         All eight fields (:func:`.fields.engine_plugin_fields`).
     """
