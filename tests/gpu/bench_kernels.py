@@ -2,7 +2,9 @@
 measured in the same run (part of tests/gpu/run_all.sh).
 
 Accept mode: bf16 logits and hidden states, vocab 128256, chains of K = 16, Ht = 4096 (DT),
-batch 1 to 256. Logits mode: packed steps of 8 and 64 requests (up to 8 draft tokens each).
+batch 1 to 256. Logits mode: packed steps of 8 and 64 requests (up to 8 draft tokens each). The
+fused lookahead judge: the shipped DD-DT-DT1-DT2-DD1-LS against DD-DT (Hd = 2048) at batch 1, 8
+and 64, the same chains; target (issue 46): at most 10 % slower.
 Each time is the median over 10 replays of a CUDA graph holding 20 calls (CUDA events), divided
 by 20. Bandwidth: bytes the kernels must move (accept mode reads the logits and hidden states;
 logits mode reads and writes the logits) over the time; the copy reference moves the same number
@@ -10,6 +12,9 @@ of bytes (read + write) with ``Tensor.copy_``. Targets (issue 6): at most 10 us 
 <= 8, at least 70 % of copy bandwidth at batch 64.
 
 ``--smoke`` times small cases on the CPU with perf_counter: it checks this script only.
+``--cpu-proxy`` times the lookahead comparison at full size on the CPU, through the C++ host core:
+a proxy of the kernels' ratio (the host core is compute-bound, the kernels are meant to be
+bandwidth-bound), not a measurement of them.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits  # noqa: E402
 
 CALLS_PER_GRAPH = 20
 REPLAYS = 10
+SHIPPED = "DD-DT-DT1-DT2-DD1-LS"
 
 
 def median_us(fn, device: str) -> float:
@@ -70,11 +76,17 @@ def copy_gbps(num_bytes: int, device: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="small cases on the CPU (checks this script only)")
+    parser.add_argument("--cpu-proxy", action="store_true",
+                        help="only the lookahead-vs-DD-DT comparison, full size, on the CPU (host core)")
     args = parser.parse_args(argv)
-    device = "cpu" if args.smoke else "cuda"
+    device = "cpu" if args.smoke or args.cpu_proxy else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device visible to torch: nothing to time")
         return 1
+    if args.cpu_proxy:
+        print("device: cpu (host core, a proxy)")
+        lookahead_overhead(128256, (1, 8, 64), {}, device)
+        return 0
     vocab, hidden = (1000, dict(target_hidden=64)) if args.smoke else (128256, {})
     batches = (1, 2, 8) if args.smoke else (1, 2, 4, 8, 16, 32, 64, 128, 256)
     print(f"device: {torch.cuda.get_device_name() if device == 'cuda' else 'cpu (smoke)'}")
@@ -82,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     results = {}
     for batch in batches:
-        case = cases.accept_case("bench", batch, cases.chain(16), vocab, "bf16", False, device, seed=batch, **hidden)
+        case = cases.accept_case("bench", batch, cases.chain(16), vocab, "bf16", "DT", device, seed=batch, **hidden)
         moved = case.target_logits.numel() * 2 + case.target_hidden.numel() * 2
         us = median_us(lambda: accept(*case.op_args()), device)
         results[batch] = row("accept", batch, case.target_logits.shape[0], moved, us, device)
@@ -99,7 +111,28 @@ def main(argv: list[str] | None = None) -> int:
     if 64 in results:
         share = results[64][1]
         print(f"target >= 70 % of copy bandwidth at batch 64: {share:.0f} % -> {'met' if share >= 70 else 'NOT met'}")
+    print()
+    lookahead_overhead(vocab, (1, 8) if args.smoke else (1, 8, 64), dict(hidden, draft_hidden=32) if args.smoke else {},
+                       device)
     return 0
+
+
+def lookahead_overhead(vocab: int, batches: tuple[int, ...], hidden: dict, device: str) -> None:
+    """The fused lookahead judge against DD-DT, accept mode, bf16, chains of K = 16: a timing line per batch."""
+    print(f"| batch | DD-DT us | {SHIPPED} us | lookahead / DD-DT |")
+    print("|---|---|---|---|")
+    worst = 0.0
+    for batch in batches:
+        times = []
+        for setup in ("DD-DT", SHIPPED):
+            case = cases.accept_case("bench", batch, cases.chain(16), vocab, "bf16", setup, device, seed=batch,
+                                     **hidden)
+            times.append(median_us(lambda: accept(*case.op_args()), device))
+            del case
+        worst = max(worst, times[1] / times[0])
+        print(f"| {batch} | {times[0]:.1f} | {times[1]:.1f} | {times[1] / times[0]:.2f} |", flush=True)
+    print(f"\ntarget: the fused lookahead judge at most 10 % over DD-DT: worst {100 * (worst - 1):+.0f} % -> "
+          f"{'met' if worst <= 1.10 else 'NOT met'}")
 
 
 def row(mode: str, batch: int, rows: int, moved: int, us: float, device: str) -> tuple[float, float]:

@@ -1,8 +1,10 @@
 """Random inputs for the kernel checks of tests/gpu, and their reference answers.
 
-Judge logits are kept at least ``MARGIN`` away from every cut (the threshold is put in a wide gap
-of the judge logits), so the kernels' float32 accumulation, in any order, takes the decisions of
-the float64 reference. Words as in trtllm_autojudge.spec.acceptance.
+Any setup of the compiled blocks (DT, DD, DT1, DT2, DD1, LS); the reference is JudgeRule + accept_tree
+per sequence (tests/lookahead_reference.py). Judge logits are kept at least ``MARGIN`` away from
+every cut (the threshold is put in a wide gap of the rule's judge logits), so the kernels' float32
+accumulation, in any order, takes the decisions of the reference. Words as in
+trtllm_autojudge.spec.acceptance.
 """
 from __future__ import annotations
 
@@ -16,11 +18,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: packed_steps
 
+import lookahead_reference as ref  # noqa: E402
 import packed_steps  # noqa: E402
 
-from trtllm_autojudge.decoding.rules import judge_relaxed  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
-from trtllm_autojudge.spec.acceptance import Acceptance, accept_tree  # noqa: E402
+from trtllm_autojudge.judge.head import feature_dim  # noqa: E402
+from trtllm_autojudge.spec.acceptance import Acceptance  # noqa: E402
+from trtllm_autojudge.spec.judge_blocks import block_codes, reads_draft, window_tokens  # noqa: E402
 
 MARGIN = 1e-3
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -29,41 +33,50 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 @dataclass
 class AcceptCase:
     name: str
+    setup: str  # the judge's blocks, '-'-joined
+    tree: DraftTree  # every sequence's
     target_logits: torch.Tensor  # [B*(N+1), V]
     target_hidden: torch.Tensor  # [B*(N+1), Ht]
-    draft_hidden: torch.Tensor | None  # [B*(N+1), Hd]
+    draft_hidden: torch.Tensor | None  # [B*(N+1), Hd] when a block reads the draft
+    greedy_child: torch.Tensor | None  # [B, N+1] int32 when a block looks ahead
     draft_tokens: torch.Tensor  # [B, N] int32
     draft_lens: torch.Tensor  # [B] int32
     paths: torch.Tensor  # [B, P, D+1] int32
-    threshold: torch.Tensor  # [B] float32
+    threshold: torch.Tensor | None  # [B] float32, in a wide gap of judge_logit (set by judged)
     judge_weight: torch.Tensor  # [F] float32
     judge_bias: float
+    judge_logit: np.ndarray | None  # [B, N+1] float64: the rule's, +inf at the nodes it does not score (judged)
 
-    def op_args(self) -> tuple:
+    def op_args(self) -> tuple:  # trtllm_autojudge.ops.torch_ops.accept's
         return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
-                self.threshold, self.judge_weight, self.judge_bias, self.draft_hidden)
+                self.threshold, self.judge_weight, self.judge_bias, self.draft_hidden, self.setup, self.greedy_child)
+
+    def extension_args(self) -> tuple:  # the CUDA binding's accept (plugins/torch/accept_op.cpp)
+        return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
+                self.threshold, self.judge_weight, self.judge_bias, block_codes(self.setup).tolist(),
+                self.draft_hidden, self.greedy_child)
+
+    def on(self, device: str) -> "AcceptCase":
+        """The same case with its tensors on ``device``."""
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return AcceptCase(self.name, self.setup, self.tree, *(move(t) for t in (
+            self.target_logits, self.target_hidden, self.draft_hidden, self.greedy_child, self.draft_tokens,
+            self.draft_lens, self.paths, self.threshold, self.judge_weight)), self.judge_bias, self.judge_logit)
 
 
 def _cut_in_a_gap(judge_logit: np.ndarray) -> float:
-    """A threshold whose logit lies in a gap of the judge logits at least 20 * MARGIN wide, the one
-    nearest their median (so some mismatches are judged and some rejected)."""
-    finite = np.sort(judge_logit[np.isfinite(judge_logit)])
-    values = np.concatenate([[finite[0] - 1.0], finite, [finite[-1] + 1.0]])
-    gaps = np.diff(values)
-    middles = (values[1:] + values[:-1]) / 2
-    wide = np.flatnonzero(gaps > 20 * MARGIN)
-    cut = middles[wide[np.argmin(np.abs(middles[wide] - np.median(finite)))]]
-    return float(1.0 / (1.0 + np.exp(-cut)))
+    return ref.cut_in_a_gap(judge_logit, MARGIN)
 
 
-def judge_logits(case_hidden: torch.Tensor, draft_hidden: torch.Tensor | None, weight: torch.Tensor,
-                 bias: float) -> np.ndarray:
-    features = case_hidden.double() if draft_hidden is None else torch.cat([draft_hidden.double(),
-                                                                            case_hidden.double()], -1)
-    return (features @ weight.double().to(features.device) + bias).cpu().numpy()
+def random_weights(setup: str, target_hidden: int, draft_hidden: int, gen: torch.Generator, device: str
+                   ) -> tuple[torch.Tensor, float]:
+    """Folded weights [F] and a bias giving judge logits of standard deviation about 10."""
+    F = feature_dim(setup, draft_hidden, target_hidden)
+    weight = (torch.randn(F, generator=gen, device=device) * 10 / F ** 0.5).float()
+    return weight, float(torch.randn(1, generator=gen, device=device).item())
 
 
-def accept_case(name: str, batch: int, tree: DraftTree, vocab: int, dtype: str, ddt: bool, device: str,
+def accept_case(name: str, batch: int, tree: DraftTree, vocab: int, dtype: str, setup: str, device: str,
                 seed: int, hidden_dtype: str | None = None, target_hidden: int = 4096, draft_hidden: int = 2048
                 ) -> AcceptCase:
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -73,34 +86,47 @@ def accept_case(name: str, batch: int, tree: DraftTree, vocab: int, dtype: str, 
     logits = torch.randn(rows, vocab, generator=gen, device=device).to(DTYPES[dtype])
     hdt = DTYPES[hidden_dtype or dtype]
     hidden = torch.randn(rows, target_hidden, generator=gen, device=device).to(hdt)
-    draft = torch.randn(rows, draft_hidden, generator=gen, device=device).to(hdt) if ddt else None
-    features = target_hidden + (draft_hidden if ddt else 0)
-    weight = (torch.randn(features, generator=gen, device=device) * 10 / features ** 0.5).float()  # logits std ~10
-    bias = float(rng.normal())
+    draft = torch.randn(rows, draft_hidden, generator=gen, device=device).to(hdt) if reads_draft(setup) else None
+    if draft is not None and window_tokens(setup):  # a lookahead judge never reads the deepest level's draft rows,
+        deepest = [b * (N + 1) + n for b in range(batch) for n in range(1, N + 1) if tree.depths[n] == tree.max_depth]
+        draft[deepest] = float("nan")  # which decoding never feeds
+    weight, bias = random_weights(setup, target_hidden, draft_hidden, gen, device)
     target_argmax = logits.float().argmax(-1).reshape(batch, N + 1).cpu().numpy()
     draft_tokens = rng.integers(0, vocab, size=(batch, N))
     follow = rng.random((batch, N)) < 0.7  # the draft often agrees with the target along its tree
-    parents = np.asarray(tree.parents[1:])
+    parents = np.asarray(tree.parents[1:], np.int64)
     draft_tokens = np.where(follow, target_argmax[:, parents], draft_tokens).astype(np.int32)
-    judge = judge_logits(hidden, draft, weight, bias).reshape(batch, N + 1)
-    threshold = np.array([_cut_in_a_gap(judge[b]) for b in range(batch)], np.float32)
     draft_lens = rng.choice([0, N, int(rng.integers(0, N + 1))], size=batch).astype(np.int32)
     paths = np.stack([tree.paths] * batch).astype(np.int32)
     as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-    return AcceptCase(name, logits, hidden, draft, as_tensor(draft_tokens), as_tensor(draft_lens), as_tensor(paths),
-                      as_tensor(threshold), weight, bias)
+    greedy_child = as_tensor(np.stack([tree.greedy_child] * batch).astype(np.int32)) if window_tokens(setup) else None
+    case = AcceptCase(name, setup, tree, logits, hidden, draft, greedy_child, as_tensor(draft_tokens),
+                      as_tensor(draft_lens), as_tensor(paths), None, weight, bias, None)
+    return judged(case)
+
+
+def judged(case: AcceptCase) -> AcceptCase:
+    """``case`` with the rule's judge logits of its inputs as they are now (after rows were changed),
+    and each sequence's threshold in a wide gap of them."""
+    draft_hidden = 0 if case.draft_hidden is None else case.draft_hidden.shape[1]
+    head = ref.judge_head(case.setup, case.judge_weight.cpu().numpy(), case.judge_bias, case.target_hidden.shape[1],
+                          draft_hidden)
+    case.judge_logit = ref.tree_judge_logits(head, case.tree, case.target_logits, case.target_hidden,
+                                             case.draft_hidden, case.draft_tokens.cpu().numpy(),
+                                             case.draft_lens.cpu().numpy())
+    threshold = np.array([_cut_in_a_gap(row) for row in case.judge_logit], np.float32)
+    case.threshold = torch.from_numpy(threshold).to(case.target_logits.device)
+    return case
 
 
 def reference_accept(case: AcceptCase, numpy_argmax: bool = False) -> Acceptance:
-    """accept_tree + judge_relaxed in float64; the target argmax from torch (first maximum), or from
-    NumPy on the CPU when the logits hold NaN (numpy.argmax: the first NaN)."""
+    """The rule's judge logits (JudgeRule + accept_tree); the target argmax from torch (first
+    maximum), or from NumPy on the CPU when the logits hold NaN (numpy.argmax: the first NaN)."""
     B, N = case.draft_tokens.shape
     logits = case.target_logits.float()
     argmax = np.argmax(logits.cpu().numpy(), axis=1) if numpy_argmax else logits.argmax(-1).cpu().numpy()
-    judge = judge_logits(case.target_hidden, case.draft_hidden, case.judge_weight, case.judge_bias)
-    relaxed = judge_relaxed(judge.reshape(B, N + 1), case.threshold.cpu().numpy().astype(np.float64))
-    return accept_tree(case.draft_tokens.cpu().numpy(), argmax.reshape(B, N + 1), case.paths.cpu().numpy(), relaxed,
-                       case.draft_lens.cpu().numpy())
+    return ref.accept(case.judge_logit, case.threshold.cpu().numpy(), case.draft_tokens.cpu().numpy(),
+                      argmax.reshape(B, N + 1), case.paths.cpu().numpy(), case.draft_lens.cpu().numpy())
 
 
 def chain(k: int) -> DraftTree:
@@ -109,16 +135,17 @@ def chain(k: int) -> DraftTree:
 
 def random_tree(nodes: int, seed: int) -> DraftTree:
     rng = np.random.default_rng(seed)
-    parents = [-1] + [int(rng.integers(0, i)) for i in range(1, nodes + 1)]
-    return DraftTree(tuple(parents), (0,) * (nodes + 1))
+    return ref.ranked_tree([-1] + [int(rng.integers(0, i)) for i in range(1, nodes + 1)])
 
 
 @dataclass
 class PackedStep:
     """One step packed as TensorRT-LLM 1.2 does (tests/packed_steps.py, plugins/README.md "Logits mode")."""
 
+    setup: str  # the judge's blocks, '-'-joined
     target_logits: torch.Tensor  # [L, V]
     target_hidden: torch.Tensor  # [L, Ht]
+    draft_hidden: torch.Tensor | None  # [L, Hd] when a block reads the draft
     input_ids: torch.Tensor  # [T] int32
     last_token_ids: torch.Tensor  # [L] int32
     request_types: torch.Tensor  # [S] int32, CPU (host_request_types)
@@ -126,14 +153,25 @@ class PackedStep:
     threshold: float
     judge_weight: torch.Tensor  # [F]
     judge_bias: float
+    judge_logit: np.ndarray  # [L] float64: the rule's, +inf at the rows it does not score
 
-    def op_args(self) -> tuple:
+    def op_args(self) -> tuple:  # trtllm_autojudge.ops.torch_ops.rewrite_logits'
         return (self.target_logits, self.target_hidden, self.input_ids, self.last_token_ids, self.request_types,
-                self.host_context_lengths, self.threshold, self.judge_weight, self.judge_bias, None)
+                self.host_context_lengths, self.threshold, self.judge_weight, self.judge_bias, self.draft_hidden,
+                self.setup)
+
+    def extension_args(self) -> tuple:  # the CUDA binding's rewrite_logits
+        return (self.target_logits, self.target_hidden, self.input_ids, self.last_token_ids, self.request_types,
+                self.host_context_lengths, self.threshold, self.judge_weight, self.judge_bias,
+                block_codes(self.setup).tolist(), self.draft_hidden)
+
+    def sequences(self) -> tuple:  # input_ids, last_token_ids, request_types, host_context_lengths as NumPy
+        return tuple(t.cpu().numpy() for t in (self.input_ids, self.last_token_ids, self.request_types,
+                                               self.host_context_lengths))
 
 
-def packed_step(requests: int, max_draft: int, vocab: int, dtype: str, device: str, seed: int,
-                target_hidden: int = 4096) -> PackedStep:
+def packed_step(requests: int, max_draft: int, vocab: int, dtype: str, device: str, seed: int, setup: str = "DT",
+                target_hidden: int = 4096, draft_hidden: int = 2048) -> PackedStep:
     """``requests`` context requests (chunks up to 40 tokens, last chunks with up to ``max_draft``
     drafts) and a few generation beams; drafts follow the target's argmax often."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -143,10 +181,12 @@ def packed_step(requests: int, max_draft: int, vocab: int, dtype: str, device: s
     logits = torch.randn(L, vocab, generator=gen, device=device).to(DTYPES[dtype])
     packed_steps.steer_drafts(step, logits.float().argmax(-1).cpu().numpy(), rng)
     hidden = torch.randn(L, target_hidden, generator=gen, device=device).to(DTYPES[dtype])
-    weight = (torch.randn(target_hidden, generator=gen, device=device) * 10 / target_hidden ** 0.5).float()
-    bias = float(rng.normal())
-    judge = judge_logits(hidden, None, weight, bias)
+    draft = torch.randn(L, draft_hidden, generator=gen, device=device).to(DTYPES[dtype]) if reads_draft(setup) else None
+    weight, bias = random_weights(setup, target_hidden, draft_hidden, gen, device)
+    head = ref.judge_head(setup, weight.cpu().numpy(), bias, target_hidden, draft_hidden)
+    sequences = (step.input_ids, step.last_token_ids, step.request_types, step.host_context_lengths)
+    judge = ref.packed_judge_logits(head, logits, hidden, draft, *sequences)
     on_device = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-    return PackedStep(logits, hidden, on_device(step.input_ids), on_device(step.last_token_ids),
+    return PackedStep(setup, logits, hidden, draft, on_device(step.input_ids), on_device(step.last_token_ids),
                       torch.from_numpy(step.request_types), torch.from_numpy(step.host_context_lengths),
-                      _cut_in_a_gap(judge), weight, bias)
+                      _cut_in_a_gap(judge), weight, bias, judge)

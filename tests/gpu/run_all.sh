@@ -3,8 +3,10 @@
 #   1. builds the host core and, when the TensorRT headers are found (TENSORRT_ROOT or the
 #      kernel-lens wheel), the plugin library with its ptxas report (build_scripts/build_plugin.py);
 #   2. builds the CUDA binding of torch.ops.autojudge for this GPU (torch.utils.cpp_extension);
-#   3. check_kernels.py: the kernels against the reference on fresh random inputs, poisoned outputs;
-#   4. bench_kernels.py: median latency (CUDA graph replay) and bandwidth against a copy.
+#   3. check_kernels.py: the kernels against the reference on fresh random inputs, poisoned outputs,
+#      for DT, DD-DT and the lookahead setups (kernel == host core == Python for those);
+#   4. bench_kernels.py: median latency (CUDA graph replay) and bandwidth against a copy, and the
+#      fused lookahead judge's time against DD-DT (target: at most 10 % more).
 # Everything printed also goes to $OUT/gpu_check.md (default build/gpu_check/): copy the tables
 # into docs/plugin.md. Needs a CUDA build of torch, numpy, nvcc, cmake and a C++ compiler.
 # Exits non-zero when a step fails.
