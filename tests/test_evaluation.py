@@ -221,3 +221,30 @@ def test_stop_ends_a_run_after_the_question_that_asks(tmp_path):
     runs = run_points(target, draft, decode, questions, [], DraftTree.chain(K), KeyTokens(window=10), tmp_path, None,
                       None, MAX_NEW, progress=False, stop=lambda rs: len(rs) >= 2)
     assert [r["qid"] for r in runs] == [q.qid for q in questions[:2]]
+
+
+@pytest.mark.parametrize("setup", ["DT", "DD-DT", "DT-DT1-DT2-LS"])
+def test_the_compiled_core_decides_as_the_python_rule(tmp_path, setup):
+    """eval --accept-impl core: the host core (torch.ops.autojudge.accept on CPU) emits the Python
+    rule's tokens; records say which decided; one output folder holds one of them; an operating
+    point the core does not implement (a per-response limit) is refused."""
+    target, draft = tiny_pair(seed=3)
+    checker = KeyTokens(window=10)
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(3, seed=5)]
+    rng = np.random.default_rng(1)
+    F = feature_dim(setup, draft.hidden_size, target.hidden_size)
+    judge = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.4, setup, draft.hidden_size,
+                      target.hidden_size, 0.5)
+    points = parse_points("judge@0.45")
+    run = lambda impl, out: run_points(target, draft, decode, questions, points, DraftTree.chain(K), checker,  # noqa: E731
+                                       tmp_path / out, judge, None, MAX_NEW, progress=False, accept_impl=impl)
+    by = lambda runs: {r["qid"]: r for r in runs if r["spec"] == "judge@0.45"}  # noqa: E731
+    python, core = by(run("python", "py")), by(run("core", "core"))
+    assert {q: r["tokens"] for q, r in python.items()} == {q: r["tokens"] for q, r in core.items()}
+    assert sum(r["judged_accepts"] for r in core.values()) > 0
+    assert {r["accept_impl"] for r in core.values()} == {"core"} and all(r["judge_margin"] is None for r in core.values())
+    with pytest.raises(ValueError, match="judge runs decided by --accept-impl python, this run asks for core"):
+        run("core", "py")
+    with pytest.raises(ValueError, match="per-response limit 2\\): use --accept-impl python"):
+        run_points(target, draft, decode, questions, parse_points("judge@0.45,2"), DraftTree.chain(K), checker,
+                   tmp_path / "limited", judge, None, MAX_NEW, progress=False, accept_impl="core")

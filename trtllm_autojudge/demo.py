@@ -17,7 +17,7 @@ from .evaluation.certificate import upper_bound
 from .evaluation.common import certificate_lines, judge_certificate, judge_thresholds, load_judge, questions_from
 from .evaluation.methods import OperatingPoint
 from .evaluation.plot import plot_frontier
-from .evaluation.runner import format_table, run_points, summarize, write_summary
+from .evaluation.runner import ACCEPT_IMPLS, format_table, run_points, summarize, write_summary
 from .judge.head import JudgeHead
 from .models.dtype import dtype_name
 from .models.loading import add_model_args, load_pair
@@ -38,6 +38,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-new-tokens", type=int, default=320, help="token budget (programs need about 320; worded answers 160)")
     p.add_argument("--out-dir", default="out/demo")
     p.add_argument("--resume", action="store_true", help="keep earlier runs in OUT_DIR instead of starting fresh")
+    p.add_argument("--accept-impl", choices=ACCEPT_IMPLS, default="python",
+                   help="who decides AutoJudge's acceptance: the Python rule (default) or the compiled host core the "
+                        "engines run ('core')")
     add_task_args(p, default="gsm8k-program")
     add_model_args(p)
     args = p.parse_args(argv)
@@ -63,8 +66,11 @@ def main(argv: list[str]) -> int:
     auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")
     print(f"{target.name} <- {draft.name} ({dtype_name(target.dtype)}); task {task.name}; judge validation ROC-AUC {auc:.3f}; K = {args.k}; "
           f"{len(questions)} {which}", flush=True)
-    runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), task.checker, out_dir, judge,
-                      max_new_tokens=args.max_new_tokens)
+    try:
+        runs = run_points(target, draft, decode, questions, points, DraftTree.chain(args.k), task.checker, out_dir,
+                          judge, max_new_tokens=args.max_new_tokens, accept_impl=args.accept_impl)
+    except ValueError as e:
+        raise SystemExit(f"demo: {e}") from None
     rows = summarize(runs, points, task.checker, [q.qid for q in questions])
     write_summary(rows, out_dir, {"task": task.name, "target": target.name, "draft": draft.name, "k": args.k,
                                   "questions": len(questions), "dtype": dtype_name(target.dtype)})

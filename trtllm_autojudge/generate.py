@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 
 from .decoding.speculative import speculative_generate
-from .evaluation.common import add_decoding_args, draft_tree, load_judge
+from .evaluation.common import add_decoding_args, apply_veto, draft_tree, load_judge
+from .evaluation.runner import fused_for
 from .evaluation.methods import OperatingPoint
 from .models.loading import add_model_args, load_pair
 from .tasks import add_task_args, task_from_args
@@ -22,9 +23,14 @@ def main(argv: list[str]) -> int:
     point = OperatingPoint.parse(args.mode)
     task = task_from_args(args)
     target, draft, tokenizer = load_pair(args, task)
-    judge = load_judge(args, target, draft, required=point.method == "judge", task=task)
+    judge = apply_veto(load_judge(args, target, draft, required=point.method == "judge", task=task), args.veto, tokenizer)
+    rule = point.rule(judge)
+    try:
+        fused = fused_for(rule, args.accept_impl)
+    except ValueError as e:
+        raise SystemExit(f"generate: {e}") from None
     out = speculative_generate(target, draft, task.prompt_ids(tokenizer, args.question), tree=draft_tree(args),
-                               rule=point.rule(judge), max_new_tokens=args.max_new_tokens, tokenizer=tokenizer)
+                               rule=rule, max_new_tokens=args.max_new_tokens, tokenizer=tokenizer, fused=fused)
     print(out.text)
     try:
         print(f"\n[{task.name}] answer: {task.checker.answer(out.text, {'question': args.question})}")

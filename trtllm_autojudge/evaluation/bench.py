@@ -26,6 +26,7 @@ from ..decoding.speculative import greedy_generate, speculative_generate
 from ..decoding.tree import DraftTree
 from ..kernels.roofline import measure_roofline
 from .bootstrap import ratio_interval
+from .runner import fused_for
 
 BASE_MODES = ("target-only", "lossless")
 
@@ -36,11 +37,14 @@ def judge_mode_names(count: int) -> list[str]:
 
 
 def run_bench(target, draft, questions, tree: DraftTree, rules: list[JudgeRule], repeats: int,
-              max_new_tokens: int) -> dict:
-    """Every mode on every question, ``repeats`` times; one AutoJudge mode per rule (at least one)."""
+              max_new_tokens: int, accept_impl: str = "python") -> dict:
+    """Every mode on every question, ``repeats`` times; one AutoJudge mode per rule (at least one),
+    decided by ``accept_impl`` (:data:`.runner.ACCEPT_IMPLS`)."""
     if not rules:
         raise ValueError("bench needs at least one judge rule")
+    fused = [fused_for(rule, accept_impl) for rule in rules]
     judged = dict(zip(judge_mode_names(len(rules)), rules))
+    fused = dict(zip(judged, fused))
     modes = (*BASE_MODES, *judged)
     roofline = measure_roofline(target, questions[0].prompt_ids)
     per_mode = {m: [] for m in modes}  # one dict per repeat: tokens, seconds, phase times
@@ -58,7 +62,7 @@ def run_bench(target, draft, questions, tree: DraftTree, rules: list[JudgeRule],
                     summary = {"cycles": n}
                 else:
                     out = speculative_generate(target, draft, q.prompt_ids, tree=tree, rule=judged.get(m),
-                                               max_new_tokens=max_new_tokens)
+                                               max_new_tokens=max_new_tokens, fused=fused.get(m, False))
                     n, summary = len(out.tokens), out.summary()
                 seconds = time.perf_counter() - t0
                 acc[m]["seconds"] += seconds

@@ -140,7 +140,8 @@ def main(argv: list[str]) -> int:
     tree, out_dir = draft_tree(args), Path(args.out_dir)
     allowed = (most_allowed(n, args.max_answer_change), most_allowed(n, args.max_gold_drop))
     run = lambda points, stop=None: run_points(target, draft, decode, questions, points, tree, task.checker,  # noqa: E731
-                                               out_dir, judge, max_new_tokens=args.max_new_tokens, stop=stop)
+                                               out_dir, judge, max_new_tokens=args.max_new_tokens, stop=stop,
+                                               accept_impl=args.accept_impl)
     lossless = summarize(run([]), [], task.checker, qids)[0]
 
     def measure(threshold: float) -> dict:

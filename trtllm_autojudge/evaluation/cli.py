@@ -119,15 +119,18 @@ def main_eval(argv: list[str]) -> int:
         unimportant = unimportant_map(oracle_records)
         points.append(OperatingPoint("oracle"))
     tree = draft_tree(args)
-    runs = run_points(target, draft, decode, questions, points, tree, checker, out_dir, judge, unimportant,
-                      args.max_new_tokens)
+    try:
+        runs = run_points(target, draft, decode, questions, points, tree, checker, out_dir, judge, unimportant,
+                          args.max_new_tokens, accept_impl=args.accept_impl)
+    except ValueError as e:
+        raise SystemExit(f"eval: {e}") from None
     rows = summarize(runs, points, checker, [q.qid for q in questions])
     oracle_meta = oracle_rows(rows, runs, oracle_records, questions, draft, tree)
     meta = {"task": task.name, "target": target.name, "draft": draft.name, "tree_parents": list(tree.parents),
             "questions": len(questions),
             "judge": judge_record(judge_file, judge) if judge else None,
             "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype),
-            "k": args.k if args.tree is None else None, "tree": args.tree,
+            "k": args.k if args.tree is None else None, "tree": args.tree, "accept_impl": args.accept_impl,
             "draft_vocab": None if getattr(draft.head, "subset", None) is None else draft.head.subset.size,
             "question_set": question_set(args), "command": shlex.join(["trtllm-autojudge", "eval", *argv]),
             "certificate": None if certificate is None else {"summary": certificate.summary(), "applies": not mismatches,
@@ -164,12 +167,16 @@ def main_bench(argv: list[str]) -> int:
     judges = [load_judge_file(path, target, draft) for path in files]
     questions = questions_from(problems, tokenizer, task)
     tree = draft_tree(args)
+    judges = [apply_veto(judge, args.veto, tokenizer) for judge in judges]
     rules = [JudgeRule(judges[0], args.threshold)] + [JudgeRule(judge) for judge in judges[1:]]
-    result = run_bench(target, draft, questions, tree, rules, args.repeats, args.max_new_tokens)
+    try:
+        result = run_bench(target, draft, questions, tree, rules, args.repeats, args.max_new_tokens, args.accept_impl)
+    except ValueError as e:
+        raise SystemExit(f"bench: {e}") from None
     for info, file, judge in zip(result["judges"].values(), files, judges):
         info |= judge_record(file, judge)
     subset = getattr(draft.head, "subset", None)
-    result.update(task=task.name, dtype=dtype_name(target.dtype), command=shlex.join(["trtllm-autojudge", "bench", *argv]),
+    result.update(task=task.name, dtype=dtype_name(target.dtype), accept_impl=args.accept_impl, command=shlex.join(["trtllm-autojudge", "bench", *argv]),
                   target=target.name, draft=draft.name, draft_vocab=None if subset is None else subset.size,
                   tree_parents=list(tree.parents), threads=torch.get_num_threads())
     print(result["table"])

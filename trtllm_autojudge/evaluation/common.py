@@ -17,7 +17,7 @@ from ..models.vocab_subset import tokenizer_fingerprint
 from ..tasks import Task
 from ..tasks.base import ASSETS
 from .certificate import Certificate, pair_fingerprint
-from .runner import Question
+from .runner import ACCEPT_IMPLS, Question
 
 AUTO_HARM_CAPS = (0.01, 0.02, 0.05, 0.1, 0.2)  # validation important-accept rates swept by --thresholds auto
 
@@ -29,6 +29,9 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge", default=None,
                    help="judge file (default: the task's shipped judge when the embedded pair is used)")
     g.add_argument("--max-new-tokens", type=int, default=256)
+    g.add_argument("--accept-impl", choices=ACCEPT_IMPLS, default="python",
+                   help="who decides each cycle's acceptance for the judge: 'python' (the reference rule, default) or "
+                        "'core' (the compiled host core the engines run: torch.ops.autojudge.accept, built on first use)")
     g.add_argument("--veto", default=None, metavar="CLASSES",
                    help=f"token classes the judge never accepts a mismatch on, comma-separated ({', '.join(VETO_CLASSES)}; "
                         "judge/veto.py): added to the judge file's own veto")

@@ -6,10 +6,15 @@ measure: the lossless output IS the target's greedy output). Gold accuracy is re
 Every row carries 95% Clopper-Pearson intervals on both shares, and the one-sided bounds of
 :mod:`.certificate` on the answers changed and on the gold losses.
 
+Judge points decide each cycle with the Python rule (``accept_impl="python"``) or with the compiled
+host core that the engines run (``"core"``: ``torch.ops.autojudge.accept``); a record says which, and
+one output folder holds one of them.
+
 A judge run at one threshold also answers every threshold inside its threshold margin
 (:mod:`..decoding.modes`): such a point copies the run instead of decoding again (``reused_from``
 names the point it came from; its seconds are that run's). Only runs of the same judge (by
-fingerprint) and the same per-response limit are reused.
+fingerprint) and the same per-response limit are reused; the core keeps no margin, so its runs are
+never reused.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from ..decoding.modes import JudgeRule
 from ..decoding.rules import threshold_logit
 from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
@@ -42,6 +48,9 @@ SUMMARY_COLUMNS = (
     "agreement_lo", "agreement_hi", "gold_accuracy_lo", "gold_accuracy_hi",  # 95% Clopper-Pearson intervals
     "answers_changed", "answer_change_bound", "gold_losses", "gold_drop_bound",  # counts, one-sided 95% bounds
 )
+
+
+ACCEPT_IMPLS = ("python", "core")
 
 
 @dataclass
@@ -66,12 +75,14 @@ def run_points(
     max_new_tokens: int = 256,
     progress: bool = True,
     stop: Callable[[list[dict]], bool] | None = None,
+    accept_impl: str = "python",
 ) -> list[dict]:
     """Run every point on every question; returns all run records.
 
     Question by question, lossless first: the points of one question run next to each other, so
     their seconds share the machine's state, and a cut run holds whole questions. ``stop(runs)``,
     asked after each question (run now or earlier), ends the run early when it returns True.
+    ``accept_impl`` decides the judge points' cycles (module docstring).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,22 +92,27 @@ def run_points(
     done = {(r["spec"], r["qid"]) for r in runs}
     points = [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]
     rules = {p.spec: p.rule(judge, unimportant) for p in points}
+    fused = {spec: fused_for(rule, accept_impl) for spec, rule in rules.items()}
+    other = next((r for r in runs if r.get("judge") and r.get("accept_impl", "python") != accept_impl), None)
+    if other is not None:
+        raise ValueError(f"{runs_path} holds judge runs decided by --accept-impl {other.get('accept_impl', 'python')}, "
+                         f"this run asks for {accept_impl}: give another output folder")
     judge_id = None if judge is None else judge.fingerprint()
     margins = MarginIndex(judge_id, runs)
     todo = [(q, [p for p in points if (p.spec, q.qid) not in done]) for q in questions]
     bar = tqdm(total=sum(len(ps) for _, ps in todo), desc="eval", unit="run", disable=not progress, file=sys.stderr)
     for q, ps in todo:
         for p in ps:
-            rec = margins.reuse(p, q.qid)
+            rec = None if fused[p.spec] else margins.reuse(p, q.qid)
             if rec is None:
                 t0 = time.perf_counter()
                 res = speculative_generate(target, draft, q.prompt_ids, tree=tree, rule=rules[p.spec],
-                                           max_new_tokens=max_new_tokens)
+                                           max_new_tokens=max_new_tokens, fused=fused[p.spec])
                 seconds = time.perf_counter() - t0
                 answer = checker.answer(decode(res.tokens), q.example)
                 rec = {"spec": p.spec, "qid": q.qid, "tokens": res.tokens, "answer": answer,
                        "gold_correct": q.gold is not None and checker.same(answer, q.gold), "seconds": seconds,
-                       **res.summary(), **({"judge": judge_id} if p.method == "judge" else {})}
+                       **res.summary(), **({"judge": judge_id, "accept_impl": accept_impl} if p.method == "judge" else {})}
             append_record(runs_path, rec)
             runs.append(rec)
             margins.add(rec)
@@ -105,6 +121,19 @@ def run_points(
             break
     bar.close()
     return runs
+
+
+def fused_for(rule, accept_impl: str) -> bool:
+    """``speculative_generate``'s ``fused`` for one point's rule: the core decides judge rules only."""
+    if accept_impl not in ACCEPT_IMPLS:
+        raise ValueError(f"accept_impl must be one of {ACCEPT_IMPLS}, got {accept_impl!r}")
+    if accept_impl == "python" or not isinstance(rule, JudgeRule):
+        return False
+    if not rule.fusable:
+        raise ValueError(f"the compiled core does not implement this judge's operating point (setup {rule.head.setup}, "
+                         f"token veto {bool(rule.head.meta.get('veto'))}, per-response limit {rule.max_judged}): "
+                         f"use --accept-impl python")
+    return True
 
 
 class MarginIndex:
