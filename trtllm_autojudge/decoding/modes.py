@@ -20,7 +20,7 @@ from typing import Mapping, Protocol
 import numpy as np
 import torch
 
-from ..judge.head import JudgeHead
+from ..judge.head import INFERENCE_BLOCKS, JudgeHead
 from ..judge.lookahead import node_lookahead
 from ..judge.veto import veto_table
 from ..spec.acceptance import Acceptance
@@ -74,7 +74,7 @@ class JudgeRule:
     def __init__(self, head: JudgeHead, threshold: float | None = None, max_judged: int | None = None):
         if not head.usable_while_decoding:
             raise ValueError(f"judge setup {head.setup} needs target-token blocks (TD/TT), which do not exist "
-                             f"while decoding: train with setup DT or DD-DT")
+                             f"while decoding: train with a setup of the blocks {INFERENCE_BLOCKS}")
         if max_judged is not None and max_judged < 0:
             raise ValueError(f"max_judged is a number of judged acceptances per response: give 0 or more, got {max_judged}")
         self.head = head
