@@ -20,6 +20,7 @@ import toy_task
 from program_text import decode_program, program_prompts
 from tiny_models import tiny_pair
 from trtllm_autojudge.cli import main as cli
+from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.speculative import greedy_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.methods import OperatingPoint
@@ -404,6 +405,12 @@ def test_task_routes_through_calibrate(toy_verbs, capsys):
     assert cli(["calibrate", *TOY, *common[:-4], *budgets, "--judge", str(out), "--out-dir", str(tmp / "cal"),
                 "--thresholds", "0", "--out", str(again)]) == 0
     assert JudgeHead.load(again).meta["calibration"]["label_threshold"] == 0.5  # not the calibrated 0
+    limited = tmp / "limited.safetensors"  # a per-response limit becomes part of the certified default
+    assert cli(["calibrate", *TOY, *common, *budgets, "--thresholds", "0", "--max-judged", "1", "--out", str(limited)]) == 0
+    head = JudgeHead.load(limited)
+    assert head.meta["max_judged"] == 1 == head.meta["certificate"]["max_judged"]
+    assert JudgeRule.at_default(head).max_judged == 1 and JudgeRule(head).max_judged is None
+    assert "max_judged" not in JudgeHead.load(again).meta
     capsys.readouterr()
     # eval on the calibration questions is refused before any model loads; the certificate prints elsewhere
     with pytest.raises(SystemExit, match="eval: 3 of the 3 questions are calibration questions"):

@@ -15,7 +15,7 @@ from pathlib import Path
 from .decoding.tree import DraftTree
 from .evaluation.certificate import upper_bound
 from .evaluation.common import certificate_lines, judge_certificate, judge_thresholds, load_judge, questions_from
-from .evaluation.methods import OperatingPoint
+from .evaluation.methods import OperatingPoint, judge_points
 from .evaluation.plot import plot_frontier
 from .evaluation.runner import ACCEPT_IMPLS, format_table, run_points, summarize, write_summary
 from .judge.head import JudgeHead
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     problems, which = task.demo_problems(args.questions)
     questions = questions_from(problems, tokenizer, task)
     certificate, mismatches = judge_certificate(judge, target, draft, task, args.k, None, args.max_new_tokens)
-    points = [OperatingPoint("judge", (t,)) for t in demo_thresholds(args.thresholds, judge)]
+    points = judge_points(demo_thresholds(args.thresholds, judge), None if judge is None else judge.meta.get("max_judged"))
     points += [OperatingPoint("topk", (2,)), OperatingPoint("topk", (4,))]
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     auc = judge.meta.get("metrics", {}).get("val_roc_auc", float("nan")) if judge else float("nan")

@@ -87,6 +87,12 @@ class JudgeRule:
         self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
         self.w, self.c = head.folded()
 
+    @classmethod
+    def at_default(cls, head: JudgeHead, threshold: float | None = None) -> "JudgeRule":
+        """The judge file's own operating point: its default threshold (or ``threshold``) and its
+        per-response limit (``meta["max_judged"]``, set by ``calibrate --max-judged``; none if absent)."""
+        return cls(head, threshold, head.meta.get("max_judged"))
+
     def judge_logits(self, ctx: VerifyContext, nodes: np.ndarray | None = None) -> np.ndarray:
         """[1, N+1] judge logits at ``nodes`` ([M] int; default every node), +inf (rejected) at the
         other nodes and at nodes without a verdict."""

@@ -186,6 +186,10 @@ def main(argv: list[str]) -> int:
                "candidates": [{k: r[k] for k in ("threshold", "certified", "questions", "answers_changed", "gold_losses",
                                                  "vs_lossless")} for r in rows]}
     meta = {**judge.meta, "certificate": certificate.as_meta(), "calibration": compact}
+    if args.max_judged is not None:  # the limit is part of the certified default operating point
+        meta["max_judged"] = args.max_judged
+    else:
+        meta.pop("max_judged", None)
     calibrated: JudgeHead = replace(judge, threshold=chosen, meta=meta)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     calibrated.save(args.out)

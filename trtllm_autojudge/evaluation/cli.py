@@ -24,7 +24,7 @@ from .certificate import Certificate
 from .common import (add_decoding_args, apply_veto, certificate_lines, draft_tree, judge_certificate, judge_path,
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
                      refuse_calibration_questions)
-from .methods import OperatingPoint
+from .methods import OperatingPoint, judge_points
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
 from .trajectory import live_divergence, trajectory_row
@@ -69,7 +69,8 @@ def main_eval(argv: list[str]) -> int:
                    help="judge thresholds to sweep: numbers, or 'auto' (from the judge file's validation frontier: "
                         "important-accept rates of at most 1, 2, 5, 10, 20%%); '' for none")
     p.add_argument("--max-judged", type=int, default=None,
-                   help="judge points allow at most this many judged acceptances per response (the rest lossless)")
+                   help="judge points allow at most this many judged acceptances per response (the rest lossless; "
+                        "default: the judge file's own limit, set by calibrate --max-judged, else none)")
     p.add_argument("--baselines", default=DEFAULT_BASELINES,
                    help="baseline operating points ('' for none); judge@T,M points may be added here too")
     p.add_argument("--oracle-labels", default=None, help="labels mined on THESE questions (oracle upper bound)")
@@ -99,8 +100,8 @@ def main_eval(argv: list[str]) -> int:
     if judge is not None:
         print(certificate_lines(certificate, mismatches), flush=True)
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-    points = [OperatingPoint("judge", (t,) if args.max_judged is None else (t, args.max_judged))
-              for t in judge_thresholds(args.thresholds, judge)]
+    limit = args.max_judged if args.max_judged is not None else None if judge is None else judge.meta.get("max_judged")
+    points = judge_points(judge_thresholds(args.thresholds, judge), limit)
     points += parse_points(args.baselines)
     unimportant = None
     out_dir = Path(args.out_dir)
@@ -168,7 +169,7 @@ def main_bench(argv: list[str]) -> int:
     questions = questions_from(problems, tokenizer, task)
     tree = draft_tree(args)
     judges = [apply_veto(judge, args.veto, tokenizer) for judge in judges]
-    rules = [JudgeRule(judges[0], args.threshold)] + [JudgeRule(judge) for judge in judges[1:]]
+    rules = [JudgeRule.at_default(judges[0], args.threshold)] + [JudgeRule.at_default(judge) for judge in judges[1:]]
     try:
         result = run_bench(target, draft, questions, tree, rules, args.repeats, args.max_new_tokens, args.accept_impl)
     except ValueError as e:

@@ -2,7 +2,8 @@
 
 Spec strings, used on the command line and in result files:
   lossless            exact matches only (== target greedy decoding)
-  judge@T             AutoJudge at threshold T (the judge file's default when T is omitted)
+  judge               AutoJudge at the judge file's own operating point (threshold and per-response limit)
+  judge@T             AutoJudge at threshold T, no limit on judged acceptances
   judge@T,M           the same with at most M judged acceptances per response (the rest lossless)
   topk@K              draft token within the target's top-K
   typical@E,A         Medusa/EAGLE typical acceptance, posterior_threshold E and alpha A
@@ -55,7 +56,7 @@ class OperatingPoint:
         if self.method == "judge":
             if judge is None:
                 raise ValueError("judge operating points need a judge file (--judge)")
-            return JudgeRule(judge, self.params[0] if self.params else None, self.max_judged)
+            return JudgeRule(judge, self.params[0], self.max_judged) if self.params else JudgeRule.at_default(judge)
         if self.method == "topk":
             return TopKRule(int(self.params[0]))
         if self.method == "typical":
@@ -65,3 +66,8 @@ class OperatingPoint:
         if unimportant is None:
             raise ValueError("the oracle needs labels mined on the evaluation prompts (--oracle-labels or --mine-oracle)")
         return OracleRule(unimportant)
+
+
+def judge_points(thresholds: list[float], max_judged: int | None) -> list[OperatingPoint]:
+    """Judge points at ``thresholds``, each with the per-response limit ``max_judged`` (None: none)."""
+    return [OperatingPoint("judge", (t,) if max_judged is None else (t, max_judged)) for t in thresholds]

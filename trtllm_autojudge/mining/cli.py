@@ -106,7 +106,7 @@ def on_policy_miner(args: argparse.Namespace, target, draft, task, decode) -> On
     try:
         judge = JudgeHead.load(args.on_policy, draft_hidden=draft.hidden_size, target_hidden=target.hidden_size,
                                draft_model=draft.name, target_model=target.name, dtype=dtype_name(target.dtype))
-        rule = JudgeRule(judge, args.on_policy_threshold)
+        rule = JudgeRule.at_default(judge, args.on_policy_threshold)
     except (OSError, ValueError) as e:
         raise SystemExit(f"mine --on-policy {args.on_policy}: {e}") from None
     return OnPolicyMiner(target, draft, task.checker, decode, rule, DraftTree.chain(args.k), args.max_new_tokens,
