@@ -12,10 +12,12 @@ import pytest
 import torch
 
 from tiny_models import EOS, VOCAB, tiny_pair
-from trtllm_autojudge.decoding.modes import JudgeRule
+from trtllm_autojudge.decoding.modes import JudgeRule, VerifyContext
+from trtllm_autojudge.decoding.rules import judge_relaxed
 from trtllm_autojudge.decoding.speculative import propose, speculative_generate, verify
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.spec.acceptance import accept_tree
 from trtllm_autojudge.trt.pytorch.backend import (JudgeScorer, accept_requests, batch_paths,
                                                   generation_row_offsets, node_row_index, step_tokens)
 
@@ -79,8 +81,11 @@ def test_batch_acceptance_of_a_step(use_op):
 
 
 def test_scorer_refuses_other_setups():
-    with pytest.raises(ValueError, match="DT judges"):
+    with pytest.raises(ValueError, match="judge setup DD-DT reads DD, which the PyTorch backend cannot feed"):
         JudgeScorer(JudgeHead(np.ones(12), np.zeros(12), np.ones(12), 0.0, "DD-DT", 4, 8))
+    veto = {"classes": ["digits"], "token_ids": [3, 4]}
+    with pytest.raises(ValueError, match=r"token veto \(classes \['digits'\]\), which torch.ops.autojudge.accept"):
+        JudgeScorer(JudgeHead(np.ones(8), np.zeros(8), np.ones(8), 0.0, "DT", 4, 8, meta={"veto": veto}))
     with pytest.raises(ValueError, match="threshold"):
         JudgeScorer(dt_head(), threshold=2.0)
 
@@ -145,10 +150,40 @@ def fake_tensorrt_llm(monkeypatch, *, beam_search_era: bool = False, padder=("dr
 
         def process_draft_tokens(self, request, new_tokens_tensor, new_tokens_list, finish_reasons,
                                  resource_manager=None):
-            raise AssertionError("the judge handles every greedy request with drafts")
+            tree = self.get_spec_tree_manager(resource_manager)
+            if tree is None:
+                raise AssertionError("the judge handles every greedy request with drafts")
+            return self._process_draft_tokens_tree(request, new_tokens_tensor=new_tokens_tensor,
+                                                   new_tokens_list=new_tokens_list, finish_reasons=finish_reasons,
+                                                   spec_tree_manager=tree)
+
+        def _process_draft_tokens_tree(self, request, new_tokens_tensor, new_tokens_list, finish_reasons,
+                                       spec_tree_manager):
+            """The stock exact-match tree walk: per eagle_paths row, 1 + the matching prefix; the first
+            longest row wins; the target's token after each of its nodes is appended; the accepted
+            nodes' draft-token indices are kept for the KV cache manager."""
+            slot = request.py_seq_slot
+            paths = spec_tree_manager.get_eagle_paths(slot)  # [N+1, D+1]
+            drafts = torch.tensor(request.py_draft_tokens)  # [N]
+            target = new_tokens_tensor[:, slot, 0]  # [N+1]: the target's token after each node
+            best_len, best = 0, -1
+            for p, path in enumerate(paths):
+                nodes = path[path >= 0]
+                match = (drafts[nodes[1:].long() - 1] == target[nodes[:-1].long()]).int()
+                length = int(torch.cumprod(match, 0).sum()) + 1
+                if length > best_len:
+                    best_len, best = length, p
+            added = 0
+            for node in paths[best][:best_len]:
+                request.add_new_token(new_tokens_list[int(node)][slot][0], 0)
+                added += 1
+                if finish_reasons[slot][int(node)]:
+                    break
+            request.py_num_accepted_draft_tokens_indices = (paths[best][1:added] - 1).tolist()
+            return added - 1
 
         def get_spec_tree_manager(self, resource_manager):
-            return None
+            return None if resource_manager is None else resource_manager.spec_tree_manager
 
     if beam_search_era:
         @classmethod
@@ -191,9 +226,10 @@ def fake_tensorrt_llm(monkeypatch, *, beam_search_era: bool = False, padder=("dr
 
 
 class FakeRequest:
-    def __init__(self, tokens, drafts, end_id=EOS):
+    def __init__(self, tokens, drafts, end_id=EOS, slot=0, request_id=7):
         self.tokens, self.py_draft_tokens, self.py_end_id = list(tokens), list(drafts), end_id
-        self.py_seq_slot, self.py_request_id = 0, 7
+        self.py_seq_slot, self.py_request_id = slot, request_id
+        self.py_num_accepted_draft_tokens_indices = []  # as LlmRequest starts
 
     def add_new_token(self, token, beam):
         assert beam == 0
@@ -264,6 +300,292 @@ def test_judged_tokens_stop_at_the_end_id_through_the_12_stop_criteria(monkeypat
     assert request.tokens == [3, 6, EOS] and stats.judged[7] == 2
 
 
+# ---------------------------------------------------------------------------------------------
+# Static trees (two-model EAGLE3, EagleDecodingConfig(eagle_choices=...)): the 1.2-line
+# TorchSampler._process_draft_tokens_tree walks the SpecTreeManager's eagle_paths and sets
+# py_num_accepted_draft_tokens_indices, which the KV cache manager uses to keep the accepted nodes.
+# The fake sampler's _process_draft_tokens_tree above is that stock walk (docs/deploy.md names the
+# versions read).
+
+
+class FakeSpecTreeManager:
+    """TensorRT-LLM's SpecTreeManager for a static tree, as data: the choices deduplicated and sorted by
+    (length, choice) as EagleDecodingConfig.check_eagle_choices does, node i + 1 = choice i, and
+    eagle_paths [num_trees = 1, max_total_draft_tokens + 1, max_draft_len + 1] int32: row 0 the root
+    alone, row n the nodes from the root to node n, -1 padded. get_eagle_paths ignores the slot."""
+
+    use_dynamic_tree = False
+
+    def __init__(self, eagle_choices):
+        self.eagle_choices = [list(c) for c in sorted({tuple(c) for c in eagle_choices}, key=lambda c: (len(c), c))]
+        self.max_total_draft_tokens = len(self.eagle_choices)
+        self.max_draft_len = max(len(c) for c in self.eagle_choices)
+        self.num_trees, self.cur_draft_layer_idx = 1, 0
+        node = {tuple(c): i + 1 for i, c in enumerate(self.eagle_choices)}
+        self.eagle_paths = torch.full((1, self.max_total_draft_tokens + 1, self.max_draft_len + 1), -1,
+                                      dtype=torch.int32)
+        self.eagle_paths[0, :, 0] = 0
+        for i, c in enumerate(self.eagle_choices):
+            self.eagle_paths[0, i + 1, 1 : len(c) + 1] = torch.tensor([node[tuple(c[: j + 1])] for j in range(len(c))])
+
+    def get_eagle_paths(self, tree_idx=0):
+        return self.eagle_paths[0]
+
+
+def random_choices(rng, nodes: int, depth: int = 4) -> list[list[int]]:
+    """A random static tree: each new node is the next-ranked child of a random node above depth."""
+    children, choices = {(): 0}, []
+    while len(choices) < nodes:
+        parents = [c for c in children if len(c) < depth]
+        parent = parents[rng.integers(len(parents))]
+        child = parent + (children[parent],)
+        children[parent] += 1
+        children[child] = 0
+        choices.append(list(child))
+    return [choices[i] for i in rng.permutation(len(choices))]
+
+
+CHOICES = [[[0], [1], [0, 0], [1, 0]],  # two paths of equal depth: the ties below
+           [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0]]]
+
+
+def hidden_for(head, judge_logit):
+    """[R, Ht] hidden rows on which the DT judge's logit is judge_logit[r]."""
+    w, c = head.folded()
+    w = torch.from_numpy(w).double()
+    return ((w / w.dot(w))[None] * (torch.as_tensor(judge_logit, dtype=torch.float64)[:, None] - c)).float()
+
+
+def judged_tree_step(monkeypatch, enable, head, threshold, manager, draft, logits, hidden, slots, drafted=None,
+                     use_op=False, end_id=-1):
+    """One step of B requests through enable_autojudge (``enable``) inside the fake TensorRT-LLM: the
+    drafter's padding (drafted: the drafter's own counts), the forward's LM head, sample_async, then
+    process_draft_tokens per request. Returns the requests, the accepted counts and new_tokens."""
+    sampler_mod, Drafter, LMHead = fake_tensorrt_llm(monkeypatch)
+    enable(head, threshold=threshold, use_op=use_op)
+    B, N = draft.shape
+    requests = [FakeRequest([3, 4], draft[b] if drafted is None else draft[b, : drafted[b]], end_id=end_id,
+                            slot=slots[b], request_id=b) for b in range(B)]
+    batch = types.SimpleNamespace(context_requests=[], generation_requests=requests)
+    drafter = Drafter()
+    drafter.max_draft_tokens = N
+    drafter.pad_draft_tokens_for_cuda_graph(batch)
+    LMHead(hidden.shape[1], logits.shape[1])(hidden)
+    resources = types.SimpleNamespace(spec_tree_manager=manager)
+    sampler = sampler_mod.TorchSampler()
+    sampler.sample_async(batch, {"logits": logits}, [0], resources)
+    new_tokens = stock_new_tokens(logits, slots, N)
+    finish = [[0] * (N + 1) for _ in range(max(slots) + 1)]
+    counts = [sampler.process_draft_tokens(r, new_tokens_tensor=new_tokens, new_tokens_list=new_tokens.tolist(),
+                                           finish_reasons=finish, resource_manager=resources) for r in requests]
+    return requests, counts, new_tokens
+
+
+def stock_new_tokens(logits, slots, N):
+    """[N+1, slots, 1]: the sampler's greedy token after each node of each request (rows packed per request)."""
+    argmax = logits.argmax(-1).view(len(slots), N + 1)
+    new_tokens = torch.zeros((N + 1, max(slots) + 1, 1), dtype=torch.int64)
+    new_tokens[:, list(slots), 0] = argmax.T
+    return new_tokens
+
+
+def reference(head, threshold, manager, draft, logits, hidden, drafted=None):
+    """accept_tree + judge_relaxed on the same rows: (appended tokens, accepted count, kept indices) per request."""
+    B, N = draft.shape
+    paths = np.broadcast_to(manager.get_eagle_paths().numpy(), (B, N + 1, manager.max_draft_len + 1))
+    relaxed = judge_relaxed(head.logits(hidden.numpy()).reshape(B, N + 1), threshold)
+    acc = accept_tree(draft, logits.argmax(-1).view(B, N + 1).numpy(), paths, relaxed,
+                      None if drafted is None else np.asarray(drafted))
+    return [(acc.tokens(b), int(acc.accepted_len[b]),
+             [int(n) - 1 for n in paths[b, acc.best_path[b], 1 : acc.accepted_len[b] + 1]]) for b in range(B)]
+
+
+def random_tree_step(rng, manager, B=3, V=16, H=8):
+    """Target logits, drafts that copy the target's token at the parent 60 % of the time, hidden rows."""
+    N = manager.max_total_draft_tokens
+    logits = torch.from_numpy(rng.normal(size=(B * (N + 1), V)) * 3).float()
+    argmax = logits.argmax(-1).view(B, N + 1).numpy()
+    paths = manager.get_eagle_paths().numpy()
+    parent = {int(row[k]): int(row[k - 1]) for row in paths for k in range(1, row.shape[0]) if row[k] >= 0}
+    draft = rng.integers(0, V, size=(B, N))
+    for b in range(B):
+        for n in range(1, N + 1):
+            if rng.random() < 0.6:
+                draft[b, n - 1] = argmax[b, parent[n]]
+    hidden = torch.from_numpy(rng.normal(size=(B * (N + 1), H))).float()
+    return draft, logits, hidden
+
+
+@pytest.mark.parametrize("use_op", MODES)
+@pytest.mark.parametrize("seed", range(6))
+def test_judged_tree_walk_equals_the_reference(monkeypatch, autojudge, seed, use_op):
+    """Random static trees, logits, hidden rows, judges and thresholds: the tokens appended, the
+    accepted counts and py_num_accepted_draft_tokens_indices equal accept_tree + judge_relaxed."""
+    rng = np.random.default_rng(seed)
+    choices = CHOICES[seed] if seed < len(CHOICES) else random_choices(rng, int(rng.integers(3, 12)))
+    manager = FakeSpecTreeManager(choices)
+    head = dt_head(seed=seed)
+    threshold = float(rng.uniform(0.2, 0.8))
+    draft, logits, hidden = random_tree_step(rng, manager)
+    requests, counts, _ = judged_tree_step(monkeypatch, autojudge, head, threshold, manager, draft, logits, hidden,
+                                           [2, 0, 1], use_op=use_op)
+    got = [(r.tokens[2:], n, r.py_num_accepted_draft_tokens_indices) for r, n in zip(requests, counts)]
+    assert got == reference(head, threshold, manager, draft, logits, hidden)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lossless_tree_walk_equals_the_stock_walk(monkeypatch, autojudge, seed):
+    """At threshold 0 the judged walk appends what TorchSampler's exact-match tree walk appends,
+    returns its count, keeps its indices, and leaves new_tokens as they were."""
+    rng = np.random.default_rng(100 + seed)
+    manager = FakeSpecTreeManager(random_choices(rng, int(rng.integers(3, 12))))
+    draft, logits, hidden = random_tree_step(rng, manager)
+    slots = [1, 2, 0]
+    requests, counts, new_tokens = judged_tree_step(monkeypatch, autojudge, dt_head(seed=seed), 0.0, manager, draft,
+                                                    logits, hidden, slots)
+    assert any(counts)
+    assert torch.equal(new_tokens, stock_new_tokens(logits, slots, manager.max_total_draft_tokens))
+    from tensorrt_llm._torch.pyexecutor.sampler import TorchSampler
+
+    stock = TorchSampler()
+    resources = types.SimpleNamespace(spec_tree_manager=manager)
+    for b, r in enumerate(requests):
+        plain = FakeRequest([3, 4], draft[b], end_id=-1, slot=slots[b])  # no judged step: the stock walk
+        n = stock.process_draft_tokens(plain, new_tokens, new_tokens.tolist(), [[0] * len(new_tokens)] * 3, resources)
+        assert (r.tokens, counts[b], r.py_num_accepted_draft_tokens_indices) == \
+            (plain.tokens, n, plain.py_num_accepted_draft_tokens_indices)
+
+
+@pytest.mark.parametrize("judged, best_row", [([1, 4], 3), ([1], 4)], ids=["lower-row", "fewer-judged"])
+def test_tree_ties(monkeypatch, autojudge, judged, best_row):
+    """Tree [[0], [1], [0, 0], [1, 0]] (nodes 1, 2, then 3 under 1 and 4 under 2); every node is
+    accepted, the judged ones as mismatches. Rows 3 and 4 both accept two nodes: with one judged
+    node each the lower row wins, with node 1 judged only row 4 (no judged node) wins."""
+    manager = FakeSpecTreeManager(CHOICES[0])
+    argmax = [[5, 6, 7, 8, 9]]  # the target's token after nodes 0..4
+    parent = {1: 0, 2: 0, 3: 1, 4: 2}
+    draft = np.array([[argmax[0][parent[n]] + (10 if n in judged else 0) for n in range(1, 5)]])
+    logits = torch.full((5, 20), -5.0)
+    logits[range(5), argmax[0]] = 5.0
+    judge_logit = [-50.0 if n in judged else 50.0 for n in range(5)]  # only the judged nodes are unimportant
+    hidden = hidden_for(dt_head(), judge_logit)
+    requests, counts, _ = judged_tree_step(monkeypatch, autojudge, dt_head(), 0.5, manager, draft, logits, hidden, [0])
+    nodes = [int(n) for n in manager.get_eagle_paths()[best_row, 1:]]
+    expected = ([int(draft[0, n - 1]) for n in nodes] + [argmax[0][nodes[-1]]], 2, [n - 1 for n in nodes])
+    assert (requests[0].tokens[2:], counts[0], requests[0].py_num_accepted_draft_tokens_indices) == expected
+    assert expected == reference(dt_head(), 0.5, manager, draft, logits, hidden)[0]
+
+
+@pytest.mark.parametrize("use_op", MODES)
+def test_a_padded_tree_draft_never_accepts_a_padded_node(monkeypatch, autojudge, use_op):
+    """The drafter drafted the first nodes of a 9-node tree and padded the rest with 0; the judge
+    lets every mismatch through. Only drafted nodes are accepted: accept_tree with draft_lens."""
+    manager = FakeSpecTreeManager(CHOICES[1])
+    head = dt_head()
+    rng = np.random.default_rng(7)
+    draft, logits, _ = random_tree_step(rng, manager, B=2)
+    hidden = hidden_for(head, np.full(logits.shape[0], -50.0))
+    drafted = [3, 5]
+    draft[0, 3:], draft[1, 5:] = 0, 0
+    requests, counts, _ = judged_tree_step(monkeypatch, autojudge, head, 0.5, manager, draft, logits, hidden, [0, 1],
+                                           drafted=drafted, use_op=use_op)
+    assert [r.py_draft_tokens for r in requests] == draft.tolist()  # what the target ran
+    got = [(r.tokens[2:], n, r.py_num_accepted_draft_tokens_indices) for r, n in zip(requests, counts)]
+    assert got == reference(head, 0.5, manager, draft, logits, hidden, drafted)
+    assert all(i < k for (_, _, kept), k in zip(got, drafted) for i in kept)
+    assert [n for _, n, _ in got] == [1, 2]  # 3 drafted: the first level (nodes 1-3); 5: also nodes 4, 5 under 1
+
+
+def test_a_judged_end_id_in_a_tree_keeps_only_the_appended_nodes(monkeypatch, autojudge):
+    """Tree [[0], [0, 0], [0, 0, 0]]; the judge accepts node 2's end_id: the request stops there, the
+    count is 1 and only node 1's cache is kept (node 2's token is the sequence's last, its KV is
+    the next step's), as the stock walk truncates on a finish."""
+    manager = FakeSpecTreeManager([[0], [0, 0], [0, 0, 0]])
+    draft = np.array([[5, EOS, 9]])
+    logits = torch.full((4, VOCAB), -5.0)
+    logits[range(4), [5, 6, 7, 8]] = 5.0
+    hidden = hidden_for(dt_head(), [-50.0] * 4)
+    requests, counts, _ = judged_tree_step(monkeypatch, autojudge, dt_head(), 0.5, manager, draft, logits, hidden,
+                                           [0], end_id=EOS)
+    assert (requests[0].tokens, counts[0], requests[0].py_num_accepted_draft_tokens_indices) == ([3, 4, 5, EOS], 1, [0])
+
+
+def lookahead_head(H=8, seed=1):
+    """A random judge of every target block: DT at the node, DT1 and DT2 at its greedy child and
+    grandchild, LS from the logits after the node and after the child."""
+    rng = np.random.default_rng(seed)
+    F = 3 * H + 6
+    return JudgeHead(rng.normal(size=F), rng.normal(size=F), rng.uniform(1, 2, size=F), 0.1, "DT-DT1-DT2-LS", 4, H)
+
+
+@pytest.mark.parametrize("use_op", MODES)
+@pytest.mark.parametrize("kind", ["tree", "chain"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_lookahead_judge_reads_the_greedy_children(monkeypatch, autojudge, seed, kind, use_op):
+    """A target-only lookahead judge (DT-DT1-DT2-LS) on a static tree (the greedy child of a node is
+    the node of its choice + [0]) or a chain (the next node), the drafter's last tokens padded:
+    the step equals JudgeRule on a DraftTree of the drafted nodes + judge_relaxed + accept_tree on
+    the same rows. Node 1 of request 0 mismatches, and the threshold cuts just above its judge logit."""
+    rng = np.random.default_rng(200 + seed)
+    spine = [[0] * (d + 1) for d in range(3 if kind == "tree" else 6)]  # node 1's greedy child and grandchild
+    manager = FakeSpecTreeManager(spine + (random_choices(rng, int(rng.integers(5, 12))) if kind == "tree" else []))
+    head = lookahead_head(seed=seed)
+    draft, logits, hidden = random_tree_step(rng, manager)
+    target_argmax = logits.argmax(-1).view(3, -1).numpy()  # [B, N+1]
+    draft[0, 0] = (target_argmax[0, 0] + 1) % logits.shape[1]  # node 1 of request 0 mismatches: the judge decides
+    N = manager.max_total_draft_tokens
+    drafted = [N, N - 1, N - 2]  # the drafter's own tokens; the rest is its padding
+    draft[1, N - 1:], draft[2, N - 2:] = 0, 0
+    paths = manager.get_eagle_paths().numpy()  # [N+1, D+1]
+    parents = [-1] + [int(row[np.flatnonzero(row >= 0)[-2]]) for row in paths[1:]]  # node n's parent from row n
+    ranks = [0] + [c[-1] for c in manager.eagle_choices]
+    judge_logit = np.full((3, N + 1), np.inf)  # [B, N+1]: JudgeRule's logits on the drafted nodes
+    for b, k in enumerate(drafted):
+        tree = DraftTree(tuple(parents[: k + 1]), tuple(ranks[: k + 1]))  # the drafted nodes only
+        rows = slice(b * (N + 1), b * (N + 1) + k + 1)
+        ctx = VerifyContext([3, 4], tree, draft[b : b + 1, :k], np.array([parents[: k + 1]]), logits[rows],
+                            hidden[rows], None)
+        judge_logit[b, : k + 1] = JudgeRule(head, 0.5).judge_logits(ctx)[0]
+    decided = np.array([judge_logit[b, n] for b, k in enumerate(drafted) for n in range(1, k + 1)
+                        if draft[b, n - 1] != target_argmax[b, parents[n]] and np.isfinite(judge_logit[b, n])])
+    above = decided[decided > judge_logit[0, 1]]  # cut just above node 1's logit: it is judged, larger ones are not
+    cut = (judge_logit[0, 1] + above.min()) / 2 if len(above) else judge_logit[0, 1] + 1
+    threshold = float(np.float32(1 / (1 + np.exp(-cut))))  # the sampler passes float32 thresholds
+    requests, counts, _ = judged_tree_step(monkeypatch, autojudge, head, threshold, manager if kind == "tree" else None,
+                                           draft, logits, hidden, [0, 2, 1], drafted=drafted, use_op=use_op)
+    acc = accept_tree(draft, target_argmax, np.broadcast_to(paths, (3, *paths.shape)),
+                      judge_relaxed(judge_logit, threshold), np.array(drafted))  # on eagle_paths' rows, as the step
+    assert acc.judged_count.sum() > 0
+    for b, r in enumerate(requests):
+        nodes = paths[acc.best_path[b], 1 : acc.accepted_len[b] + 1]
+        kept = [int(n) - 1 for n in nodes] if kind == "tree" else []  # a chain keeps the stock rewind
+        assert (r.tokens[2:], counts[b], r.py_num_accepted_draft_tokens_indices) == \
+            (acc.tokens(b), int(acc.accepted_len[b]), kept)
+
+
+def test_judges_and_trees_the_tree_path_cannot_take(monkeypatch, autojudge):
+    """A judge that reads the draft's hidden states is refused when enabled, naming its setup, the
+    blocks it reads and those the route feeds; so are dynamic trees and a tree larger than the draft."""
+    fake_tensorrt_llm(monkeypatch)
+    H = 8
+    for setup, F, reads in (("DD-DT", 4 + H, "DD"), ("DT-DD1-LS", H + 4 + 6, "DD1")):
+        head = JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 4, H)
+        with pytest.raises(ValueError, match=rf"judge setup {setup} reads {reads}, which the PyTorch backend cannot "
+                                             rf"feed: .* the blocks DT, DT1, DT2, LS"):
+            autojudge(head)
+    manager = FakeSpecTreeManager(CHOICES[0])
+    draft, logits, hidden = random_tree_step(np.random.default_rng(3), manager, B=1)
+    manager.use_dynamic_tree = True
+    with pytest.raises(RuntimeError, match="static draft trees only"):
+        judged_tree_step(monkeypatch, autojudge, dt_head(), 0.5, manager, draft, logits, hidden, [0])
+    from trtllm_autojudge.trt.pytorch.sampler import disable_autojudge
+
+    disable_autojudge()
+    manager.use_dynamic_tree = False
+    with pytest.raises(RuntimeError, match="carries 2 draft tokens, but the static tree has 4 nodes"):
+        judged_tree_step(monkeypatch, autojudge, dt_head(), 0.5, manager, draft[:, :2], logits[:3], hidden[:3], [0])
+
+
 def test_the_example_and_the_docs_name_the_draft_with_speculative_model_dir():
     """DraftTargetDecodingConfig(speculative_model=...) exists only in later releases;
     speculative_model_dir is accepted by every 1.x release."""
@@ -272,6 +594,11 @@ def test_the_example_and_the_docs_name_the_draft_with_speculative_model_dir():
     (call,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") ==
                "DraftTargetDecodingConfig"]
     assert {k.arg for k in call.keywords} == {"max_draft_len", "speculative_model_dir"}
+    (eagle,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") ==
+                "EagleDecodingConfig"]  # the static tree: two-model EAGLE3, the one path 1.2 verifies trees on
+    assert {k.arg for k in eagle.keywords} == {"max_draft_len", "speculative_model_dir", "eagle_choices",
+                                              "eagle3_one_model"}
+    assert [k.value.value for k in eagle.keywords if k.arg == "eagle3_one_model"] == [False]
     from trtllm_autojudge.trt.pytorch import sampler
 
     for text in (sampler.__doc__, (repo / "docs" / "deploy.md").read_text()):

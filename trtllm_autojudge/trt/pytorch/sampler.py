@@ -10,18 +10,26 @@ versions read. Not run here: no machine of this project has TensorRT-LLM. There 
 hook upstream, so :func:`enable_autojudge` wraps four things in the current process:
 
 1. a forward pre-hook on every ``LMHead`` (``torch.nn.modules.module.register_module_forward_pre_hook``)
-   keeps the LM head's input rows: the target's final-norm hidden states, one row per logits row;
+   keeps the LM head's input rows: the target's final-norm hidden states, one row per logits row
+   (with the logits they give every judge block read from the target: DT, DT1, DT2, LS);
 2. the drafter's padding (:data:`DRAFT_PADDING`): it extends each request's ``py_draft_tokens``
    with token 0 up to the engine's draft length, and the target runs the padded tokens too. The wrap
    first records the drafter's own count, so that padding is never judged (exact match takes a
    padded 0 only where the target itself predicts 0; the judge could take it anywhere);
 3. ``TorchSampler.sample_async``: after sampling, the greedy generation requests with draft tokens
    are accepted in one call (:func:`~trtllm_autojudge.trt.pytorch.backend.accept_requests`:
-   ``torch.ops.autojudge.accept`` on the step's logits and hidden rows, chains and ``eagle_paths``
-   trees); each request keeps its result until ``update_requests``;
+   ``torch.ops.autojudge.accept`` on the step's logits and hidden rows); each request keeps its
+   result until ``update_requests``. Chains are the drafter's tokens; trees are the static trees
+   of two-model EAGLE3 (``EagleDecodingConfig(eagle_choices=..., eagle3_one_model=False)``,
+   experimental in 1.2), whose paths come from the sampler's ``get_spec_tree_manager`` as in
+   ``_process_draft_tokens_tree``: ``get_eagle_paths(seq_slot)`` ``[N+1, D+1]``, one row per node;
 4. ``TorchSampler.process_draft_tokens``: for a request with a result it writes each accepted draft
-   token into ``new_tokens`` (as the rejection-sampling branch does) and appends the tokens; other
-   requests go to the original method.
+   token into ``new_tokens`` (as the rejection-sampling branch does), appends the tokens and
+   returns the accepted count (``update_requests`` stores it in ``py_num_accepted_draft_tokens``
+   and derives ``py_rewind_len``). For a tree it also sets ``py_num_accepted_draft_tokens_indices``
+   (the accepted nodes' draft-token indices), as ``_process_draft_tokens_tree`` does: the KV cache
+   manager moves those nodes' cache behind the root, and the EAGLE3 drafter reads their hidden
+   states. Other requests go to the original method.
 
 Use (one process, TP 1; the hooks do not reach TensorRT-LLM's MPI worker processes)::
 
@@ -46,8 +54,9 @@ import numpy as np
 import torch
 
 from ...judge.head import JudgeHead
-from .backend import (JudgeScorer, accept_requests, batch_paths, generation_row_offsets, node_row_index,
-                      step_tokens)
+from ...spec.acceptance import PAD
+from .backend import (JudgeScorer, accept_requests, batch_greedy_child, batch_paths, generation_row_offsets,
+                      node_row_index, step_tokens)
 
 
 @dataclass
@@ -98,6 +107,31 @@ def _draft_padder() -> tuple[type, str]:
                        f"AutoJudge supports the 1.2 line's PyTorch backend")
 
 
+def static_tree_paths(tree, request, num_draft: int) -> np.ndarray:
+    """``[N+1, D+1]``: the request's paths from TensorRT-LLM's ``SpecTreeManager`` (row n: root to
+    node n, -1 padded), refused where AutoJudge would judge nodes the target did not run."""
+    if tree.use_dynamic_tree:
+        raise RuntimeError("AutoJudge judges static draft trees only (EagleDecodingConfig(eagle_choices=...)); this "
+                           "run uses a dynamic tree (use_dynamic_tree=True), which the 1.2 line does not verify")
+    paths = tree.get_eagle_paths(request.py_seq_slot).cpu().numpy()
+    if paths.max() > num_draft:
+        raise RuntimeError(f"request {getattr(request, 'py_request_id', '?')} carries {num_draft} draft tokens, but "
+                           f"the static tree has {int(paths.max())} nodes, so the target ran no rows for the rest: "
+                           f"AutoJudge expects the 1.2-line drafter, which pads every draft to the tree's size")
+    return paths
+
+
+def static_tree_greedy_child(tree) -> np.ndarray:
+    """``[N+1]``: the rank-0 child of each node of TensorRT-LLM's static tree (-1: none), the node of
+    ``choice + [0]``; node i + 1 is ``eagle_choices[i]``, as ``SpecTreeManager`` numbers them."""
+    node = {(): 0, **{tuple(c): i + 1 for i, c in enumerate(tree.eagle_choices)}}
+    child = np.full(len(node), PAD, np.int64)
+    for choice, n in node.items():
+        if choice and choice[-1] == 0:
+            child[node[choice[:-1]]] = n
+    return child
+
+
 def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = None, use_op: bool = True
                      ) -> AutoJudgeStats:
     """Install the judge into ``TorchSampler`` for this process; returns the live metrics.
@@ -144,9 +178,10 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
         ctx_rows = num_context_logits_prefix_sum[n_ctx] if len(num_context_logits_prefix_sum) == n_ctx + 1 else n_ctx
         gen = list(scheduled_requests.generation_requests)
         # rows: 1 + every draft token the engine ran, padding included; judged: the drafter's own
-        offsets = generation_row_offsets(ctx_rows, [draft_len(r) for r in gen])
+        row_lens = [draft_len(r) for r in gen]
+        offsets = generation_row_offsets(ctx_rows, row_lens)
         judged_lens = [drafted(r) for r in gen]
-        chosen = [(r, o, k) for r, o, k in zip(gen, offsets, judged_lens) if draft_len(r) > 0 and greedy(r)]
+        chosen = [(r, o, n, k) for r, o, n, k in zip(gen, offsets, row_lens, judged_lens) if n > 0 and greedy(r)]
         if not chosen:
             return state
         logits = model_outputs["logits"]
@@ -155,19 +190,24 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
             raise RuntimeError(f"AutoJudge found no LM-head input of width {scorer.target_hidden} with "
                                f"{logits.shape[0]} rows for this step: run with cuda_graph_config=None and a target "
                                f"whose hidden size matches the judge")
-        requests = [r for r, _, _ in chosen]
-        lens = [k for _, _, k in chosen]
-        index, N = node_row_index([o for _, o, _ in chosen], lens)
-        draft = np.zeros((len(requests), N), np.int64)
-        for b, r in enumerate(requests):
-            draft[b, : lens[b]] = r.py_draft_tokens[: lens[b]]
+        requests = [r for r, _, _, _ in chosen]
+        lens = [k for _, _, _, k in chosen]  # nodes 1..k may be accepted: padded nodes never are
+        index, N = node_row_index([o for _, o, _, _ in chosen], [n for _, _, n, _ in chosen])
+        draft = np.zeros((len(requests), N), np.int64)  # [B, N]: every draft token the engine ran
+        for b, (r, _, n, _) in enumerate(chosen):
+            draft[b, :n] = r.py_draft_tokens[:n]
         tree = self.get_spec_tree_manager(kwargs.get("resource_manager", args[0] if args else None))
-        trees = [None if tree is None else tree.get_eagle_paths(r.py_seq_slot).cpu().numpy() for r in requests]
+        trees = [None if tree is None else static_tree_paths(tree, r, draft_len(r)) for r in requests]
         paths = batch_paths(lens, trees)
+        greedy_child = None  # [B, N+1]: read by lookahead judges only
+        if scorer.head.lookahead:
+            children = None if tree is None else static_tree_greedy_child(tree)  # [N+1]
+            greedy_child = batch_greedy_child(lens, [children] * len(requests), N)
         acc = accept_requests(scorer, logits, hidden, index, draft, np.asarray(lens), paths,
-                              np.full(len(requests), scorer.threshold, np.float32), use_op=use_op)
+                              np.full(len(requests), scorer.threshold, np.float32), use_op=use_op,
+                              greedy_child=greedy_child)
         for b, r in enumerate(requests):
-            r.py_autojudge_step = step_tokens(acc, b, paths)
+            r.py_autojudge_step = step_tokens(acc, b, paths, tree=tree is not None)
         return state
 
     def process_draft_tokens(self, request, *args, **kwargs):
@@ -187,6 +227,8 @@ def enable_autojudge(judge: str | Path | JudgeHead, threshold: float | None = No
             added += 1
             if self._handle_stop_criteria(request, token, max_seq_len=self.max_seq_len, **beam_kw):
                 break
+        if step.tree:
+            request.py_num_accepted_draft_tokens_indices = step.kv_indices(added)
         stats.add(getattr(request, "py_request_id", id(request)), added - 1, judged)
         return added - 1  # accepted draft tokens, as the original returns
 
