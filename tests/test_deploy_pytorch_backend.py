@@ -84,8 +84,10 @@ def test_scorer_refuses_other_setups():
     with pytest.raises(ValueError, match="judge setup DD-DT reads DD, which the PyTorch backend cannot feed"):
         JudgeScorer(JudgeHead(np.ones(12), np.zeros(12), np.ones(12), 0.0, "DD-DT", 4, 8))
     veto = {"classes": ["digits"], "token_ids": [3, 4]}
-    with pytest.raises(ValueError, match=r"token veto \(classes \['digits'\]\), which torch.ops.autojudge.accept"):
+    with pytest.raises(ValueError, match=r"has a token veto \(classes \['digits'\]\), which torch.ops.autojudge"):
         JudgeScorer(JudgeHead(np.ones(8), np.zeros(8), np.ones(8), 0.0, "DT", 4, 8, meta={"veto": veto}))
+    with pytest.raises(ValueError, match=r"has a limit of 2 judged acceptances per response \(max_judged\), which"):
+        JudgeScorer(JudgeHead(np.ones(8), np.zeros(8), np.ones(8), 0.0, "DT", 4, 8, meta={"max_judged": 2}))
     with pytest.raises(ValueError, match="threshold"):
         JudgeScorer(dt_head(), threshold=2.0)
 

@@ -61,10 +61,15 @@ class JudgeScorer:
                              f"states) at the chain or tree nodes of a step, the blocks {', '.join(TARGET_BLOCKS)}; "
                              f"train with a setup of those (`trtllm-autojudge features --setup DT` and `train --setup "
                              f"DT`), or run a DD-DT judge on the engine path's context route (docs/deploy.md)")
+        unapplied = []  # parts of the judge's default operating point that the accept op has no input for
         if head.meta.get("veto"):
-            raise ValueError(f"this judge has a token veto (classes {head.meta['veto'].get('classes')}), which "
+            unapplied.append(f"a token veto (classes {head.meta['veto'].get('classes')})")
+        if head.meta.get("max_judged") is not None:
+            unapplied.append(f"a limit of {head.meta['max_judged']} judged acceptances per response (max_judged)")
+        if unapplied:
+            raise ValueError(f"this judge's default operating point has {' and '.join(unapplied)}, which "
                              f"torch.ops.autojudge.accept and the reference path here do not apply (only the Python "
-                             f"decoding rule does, `--accept-impl python`): use a judge file without a veto on the "
+                             f"decoding rule does, `--accept-impl python`): use a judge file without it on the "
                              f"PyTorch backend")
         self.head = head
         self.threshold = head.threshold if threshold is None else float(threshold)
