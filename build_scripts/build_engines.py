@@ -4,13 +4,20 @@ Two routes (docs/deploy.md says when to use which); each is four commands (``--d
 them and exits): convert the draft, convert the target with the route's config block, build the
 draft, build the target.
 
+The judge is ``--judge``, else the task's (``--task``): its shipped judge on the context route, its
+shipped stock-route judge on the stock route (``Task.shipped_stock_judge``). A judge setup the route
+cannot feed is refused before anything is built, naming the setups the route runs
+(trtllm_autojudge/trt/engine/routes.py).
+
 ``--route context`` (default): the target is context-only (``--kv_cache_type disabled``) with the
 AutoJudgeAccept plugin in accept mode after the LM head (``--model_cls_file
 trtllm_autojudge/trt/engine/target_model_cls.py``); it takes chain trees (``--depth D --width W``,
-see trtllm_autojudge/trt/runner/packing.py) and per-request thresholds, DT and DD-DT judges. For a
-DD-DT judge the draft is converted with ``--draft_hidden_output`` and built with
-``--model_cls_file trtllm_autojudge/trt/engine/draft_model_cls.py`` (its last-token final-norm
-hidden states become an engine output) and room for a context that ends at a draft node. With
+see trtllm_autojudge/trt/runner/packing.py) and per-request thresholds, and runs every judge setup
+of the blocks DT, DD, DT1, DT2, DD1, LS (a lookahead judge adds the input
+``autojudge_greedy_child``). For a judge whose blocks read the draft (DD, DD1) the draft is
+converted with ``--draft_hidden_output`` and built with ``--model_cls_file
+trtllm_autojudge/trt/engine/draft_model_cls.py`` (its last-token final-norm hidden states become
+an engine output) and room for a context that ends at a draft node. With
 ``--width`` > 1 the draft is built with ``--gather_generation_logits`` (the leaf siblings come from
 its generation logits, which Triton's backend returns only from such an engine).
 
@@ -18,8 +25,9 @@ its generation logits, which Triton's backend returns only from such an engine).
 engine (paged KV cache, block reuse through paged context FMHA, ``--max_draft_len D``) built with
 ``--model_cls_file trtllm_autojudge/trt/engine/stock_model_cls.py``: the plugin in logits mode
 between the LM head and ``logits``, one threshold per engine (``--threshold``, default the judge
-file's), DT judges. The draft is a stock paged-KV engine. Both run unchanged in the executor's and
-Triton's draft-target flows, with ``--tp_size N``.
+file's), target-only judges (blocks DT, DT1, DT2, LS, e.g. DT-DT1-DT2-LS). The draft is a stock
+paged-KV engine. Both run unchanged in the executor's and Triton's draft-target flows, with
+``--tp_size N``.
 """
 from __future__ import annotations
 
@@ -29,14 +37,16 @@ import json
 import shlex
 import subprocess
 import sys
-from pathlib import Path
-
-from trtllm_autojudge.judge.head import JudgeHead
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
+from trtllm_autojudge.judge.head import JudgeHead
+from trtllm_autojudge.tasks import add_task_args, task_from_args
+from trtllm_autojudge.tasks.base import Task
 from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path, stock_model_cls_path
 from trtllm_autojudge.trt.engine.io_spec import EngineBlock, engine_block
+from trtllm_autojudge.trt.engine.routes import check_route_judge, route_setups
 from trtllm_autojudge.trt.engine.stock_spec import StockBlock, stock_block
 from trtllm_autojudge.trt.runner.packing import chain_tree
 
@@ -54,7 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "Triton BLS, TP unchanged); docs/deploy.md")
     ap.add_argument("--draft_model_dir", required=True, help="Hugging Face draft checkpoint (Llama family)")
     ap.add_argument("--target_model_dir", required=True, help="Hugging Face target checkpoint (Llama family)")
-    ap.add_argument("--judge", required=True, help="judge file (trtllm-autojudge train), setup DT or DD-DT")
+    ap.add_argument("--judge", help="judge file (trtllm-autojudge train); the context route runs every setup of "
+                    "the blocks DT, DD, DT1, DT2, DD1, LS, the stock route the target-only ones (e.g. DT-DT1-DT2-LS). "
+                    "Default: the task's shipped judge (context) or shipped stock-route judge (stock)")
     ap.add_argument("--plugin_lib", required=True, help="libautojudge_trt_plugin.so (trtllm-autojudge build-plugin)")
     ap.add_argument("--output_dir", required=True, help="writes ckpt/{draft,target} and engines/{draft,target}")
     ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks of the target engine")
@@ -71,6 +83,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--trtllm_build", default="trtllm-build", help="the trtllm-build executable")
     ap.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
                     help="print the commands and the autojudge block, run nothing")
+    add_task_args(ap)
     args = ap.parse_args(argv)
     args.draft_tp_size = args.tp_size if args.draft_tp_size is None else args.draft_tp_size
     for name in ("tp_size", "draft_tp_size", "max_requests", "depth", "width", "max_input_len", "max_new_tokens"):
@@ -80,7 +93,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--width: the stock route verifies chains (draft_tokens_external has no tree input); use --route context")
     if args.route == "context" and args.threshold is not None:
         ap.error("--threshold: the context route takes a threshold per request at run time (run-engines --threshold)")
+    if args.judge is None:
+        args.judge = str(task_judge(task_from_args(args), args.route))
     return args
+
+
+def task_judge(task: Task, route: str) -> Path:
+    """The judge a route takes from ``task`` when ``--judge`` is not given: its shipped stock-route judge
+    on the stock route, its shipped judge on the context route; FileNotFoundError saying how to make
+    it, or to pass ``--judge``, when the task ships none or the file is missing."""
+    path = task.shipped_stock_judge_path() if route == "stock" else task.shipped_judge_path()
+    if path is None:
+        raise FileNotFoundError(f"task {task.name} ships no judge for the {route} route: pass --judge PATH (a judge "
+                                f"file of {route_setups(route)}, from `trtllm-autojudge train`)")
+    if not path.is_file():
+        make = (f"`python build_scripts/make_judge.py --task {task.name} --setups DT-DT1-DT2-LS --no-install --work W "
+                f"...` and copy W/judge_DT-DT1-DT2-LS.safetensors there" if route == "stock"
+                else f"`python build_scripts/make_judge.py --task {task.name} ...` (it installs it there)")
+        raise FileNotFoundError(f"the {route} route's judge of task {task.name}, {path}, does not exist: make it with "
+                                f"{make}, or pass --judge PATH")
+    return path
 
 
 def target_block(args: argparse.Namespace) -> EngineBlock:
@@ -89,18 +121,21 @@ def target_block(args: argparse.Namespace) -> EngineBlock:
                         max_paths=len(tree.paths), max_path_len=tree.max_depth + 1)
 
 
-def judge_reads_draft_hidden(judge_file: str | Path) -> bool:
-    """Whether the judge file's feature setup has the draft's hidden states (the DD block)."""
-    if not Path(judge_file).is_file():
-        raise FileNotFoundError(f"judge file {judge_file} does not exist: its feature setup decides how the draft "
-                                f"engine is built (train one with `trtllm-autojudge train`)")
-    return JudgeHead.load(judge_file).needs_draft_hidden
+def judge_file(args: argparse.Namespace) -> str:
+    """``--judge`` (or the task's judge), which must exist: its setup decides how the engines are built."""
+    if not Path(args.judge).is_file():
+        raise FileNotFoundError(f"judge file {args.judge} does not exist: its feature setup decides how the engines "
+                                f"are built (train one with `trtllm-autojudge train --setup SETUP`; the {args.route} "
+                                f"route runs {route_setups(args.route)})")
+    return args.judge
 
 
 def context_commands(args: argparse.Namespace, block: EngineBlock, block_file: Path) -> list[list[str]]:
-    """The context route's four commands, in order (see the module docstring); a DD-DT judge (it
-    reads the draft's hidden states) gets the draft engine that returns them."""
-    draft_hidden = judge_reads_draft_hidden(args.judge)
+    """The context route's four commands, in order (see the module docstring); a judge whose blocks
+    read the draft (DD, DD1) gets the draft engine that returns its hidden states."""
+    head = JudgeHead.load(judge_file(args))
+    check_route_judge("context", head, depth=args.depth)
+    draft_hidden = head.needs_draft_hidden
     out = Path(args.output_dir).resolve()
     ckpt, engines = out / "ckpt", out / "engines"
     longest = args.max_input_len + args.max_new_tokens + args.depth  # prefix + one path of draft tokens
@@ -136,10 +171,7 @@ def context_commands(args: argparse.Namespace, block: EngineBlock, block_file: P
 
 
 def stock_target_block(args: argparse.Namespace) -> StockBlock:
-    if not Path(args.judge).is_file():
-        raise FileNotFoundError(f"judge file {args.judge} does not exist: the stock target reads its weights (train "
-                                f"one with `trtllm-autojudge train --setup DT`)")
-    return stock_block(args.judge, args.plugin_lib, max_draft_len=args.depth, threshold=args.threshold)
+    return stock_block(judge_file(args), args.plugin_lib, max_draft_len=args.depth, threshold=args.threshold)
 
 
 def stock_commands(args: argparse.Namespace, block: StockBlock, block_file: Path) -> list[list[str]]:

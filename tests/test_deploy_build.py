@@ -1,4 +1,5 @@
-"""Engine build commands (build_scripts/build_engines.py) and the target's autojudge config block."""
+"""Engine build commands (build_scripts/build_engines.py): the judge each route runs (the task's when
+--judge is not given) and the setups it refuses, and the target's autojudge config block and inputs."""
 import ast
 import importlib.util
 import json
@@ -10,11 +11,16 @@ import numpy as np
 import pytest
 
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.tasks import base as tasks_base
+from trtllm_autojudge.tasks.builtin import Gsm8kProgramTask
 from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path
 from trtllm_autojudge.trt.engine.convert import parse_args as convert_args
 from trtllm_autojudge.trt.engine.convert import write_autojudge_block, write_draft_block
 from trtllm_autojudge.trt.engine.draft_spec import DRAFT_BLOCK_KEY, DRAFT_HIDDEN_OUTPUT, engine_hidden_output
-from trtllm_autojudge.trt.engine.io_spec import BLOCK_KEY, DRAFT_HIDDEN, EngineBlock, accept_engine_inputs, engine_block
+from trtllm_autojudge.trt.engine.io_spec import (BLOCK_KEY, DRAFT_HIDDEN, GREEDY_CHILD, PLUGIN_INPUT_OF, EngineBlock,
+                                                  accept_engine_inputs, engine_block)
+from trtllm_autojudge.trt.plugin.contract import plugin_io_names
+from trtllm_autojudge.trt.plugin.fields import engine_plugin_fields
 
 REPO = Path(__file__).resolve().parents[1]
 build_main = runpy.run_path(str(REPO / "build_scripts" / "build_engines.py"))["main"]
@@ -99,9 +105,61 @@ def test_a_tree_draft_is_built_to_return_its_generation_logits(capsys, tmp_path,
 
 
 def test_dry_run_needs_the_judge_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="feature setup decides how the draft"):
+    with pytest.raises(FileNotFoundError, match="feature setup decides how the engines are built"):
         build_main(["--draft_model_dir", "d", "--target_model_dir", "t", "--judge", str(tmp_path / "missing"),
                     "--plugin_lib", "p", "--output_dir", str(tmp_path), "--dry-run"])
+
+
+@pytest.mark.parametrize("route", ["context", "stock"])
+def test_a_judge_the_plugin_cannot_compute_is_refused_naming_the_route(tmp_path, route):
+    """Every route judges with the plugin: offline-only blocks (TT) and a per-response limit in the
+    judge's default operating point (calibrate --max-judged) are refused before anything is built."""
+    name = f"the {route} route"
+    for setup, meta, why in [("DT-TT", {}, "the TensorRT plugin computes the blocks"),
+                             ("DT-DT1-DT2-LS", {"max_judged": 3}, "limits a response to 3 judged acceptances")]:
+        F = feature_dim(setup, 16, 32)
+        path = tmp_path / f"judge-{setup}-{len(meta)}.safetensors"
+        JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 16, 32, meta=meta).save(path)
+        with pytest.raises(ValueError, match=f"judge setup {setup} does not run on {name}: .*{why}.*"
+                                             f"{name[0].upper() + name[1:]} runs"):
+            build_main(["--route", route, "--draft_model_dir", "d", "--target_model_dir", "t", "--judge", str(path),
+                        "--plugin_lib", "p", "--output_dir", str(tmp_path), "--dry-run"])
+
+
+def task_judge_dry_run(capsys, tmp_path, route, *task):
+    argv = ["--route", route, *task, "--draft_model_dir", "hf/draft", "--target_model_dir", "hf/target", "--plugin_lib",
+            "libautojudge_trt_plugin.so", "--output_dir", str(tmp_path / "out"), "--depth", "4", "--dry-run"]
+    assert build_main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    return json.loads("\n".join(out[1:out.index("}") + 1]))["judge_file"]
+
+
+@pytest.mark.parametrize("route, setup", [("stock", "DT-DT1-DT2-LS"), ("context", "DD-DT-DT1-DT2-DD1-LS")])
+def test_without_judge_a_route_takes_the_tasks_judge(capsys, tmp_path, monkeypatch, route, setup):
+    """No --judge: the stock route takes the task's shipped stock-route judge, the context route its
+    shipped judge; a missing file says how to make it, or to pass --judge."""
+    monkeypatch.setattr(tasks_base, "ASSETS", tmp_path)
+    task = Gsm8kProgramTask()
+    shipped = task.shipped_stock_judge_path() if route == "stock" else task.shipped_judge_path()
+    assert shipped.name == ("judge_gsm8k_program_stock.safetensors" if route == "stock"
+                            else "judge_gsm8k_program.safetensors")
+    make = ("make_judge.py --task gsm8k-program --setups DT-DT1-DT2-LS --no-install" if route == "stock"
+            else "make_judge.py --task gsm8k-program")
+    with pytest.raises(FileNotFoundError, match=f"{shipped}, does not exist: make it with `python build_scripts/"
+                                                f"{make}.*, or pass --judge PATH"):
+        task_judge_dry_run(capsys, tmp_path, route, "--task", "gsm8k-program")
+    F = feature_dim(setup, 16, 32)
+    JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 16, 32).save(shipped)
+    assert task_judge_dry_run(capsys, tmp_path, route, "--task", "gsm8k-program") == str(shipped)
+    given = judge_file(tmp_path, "DT")  # --judge wins over the task's
+    assert task_judge_dry_run(capsys, tmp_path, route, "--task", "gsm8k-program", "--judge", given) == given
+
+
+def test_a_task_without_a_stock_judge_asks_for_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(tasks_base, "ASSETS", tmp_path)
+    with pytest.raises(FileNotFoundError, match="task gsm8k-cot ships no judge for the stock route: pass --judge PATH "
+                                                "\\(a judge file of target-only setups"):
+        task_judge_dry_run(None, tmp_path, "stock", "--task", "gsm8k-cot")
 
 
 def test_draft_block_round_trip_through_checkpoint_and_engine_config(tmp_path):
@@ -168,16 +226,46 @@ def test_block_errors_say_what_to_change():
         write_autojudge_block("/nonexistent-dir", EngineBlock("j", "p", 1, 2, 1, 3))
 
 
+def setup_fields(setup, block):
+    """The plugin fields of a judge of ``setup`` (Hd 16, Ht 32) for the engine ``block`` describes."""
+    F = feature_dim(setup, 16, 32)
+    head = JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 16, 32)
+    return engine_plugin_fields(head, block.max_path_len, target_hidden=32, draft_hidden=16)
+
+
 def test_engine_inputs_spec():
     block = EngineBlock("j", "p", max_requests=4, max_draft_nodes=6, max_paths=3, max_path_len=4)
-    dt = {s.name: s for s in accept_engine_inputs(block, 0)}
+    dt = {s.name: s for s in accept_engine_inputs(block, setup_fields("DT", block))}
     assert list(dt) == ["autojudge_node_rows", "autojudge_draft_tokens", "autojudge_draft_lens", "autojudge_paths",
                         "autojudge_threshold"]
     assert dict(dt["autojudge_node_rows"].dims)["autojudge_node_rows"] == (1, 14, 28)  # B*(N+1) = 28
     assert dt["autojudge_paths"].shape == (-1, -1, 4)
     assert dict(dt["autojudge_paths"].dims)["autojudge_path_len"] == (4, 4, 4)
     assert dt["autojudge_threshold"].dtype == "float32"
-    ddt = {s.name: s for s in accept_engine_inputs(block, 32)}
-    assert ddt["autojudge_draft_hidden"].shape == (-1, 32) and ddt["autojudge_draft_hidden"].dtype == "model"
-    for spec in ddt.values():  # every dimension is named with a [min, opt, max] range
+    ddt = {s.name: s for s in accept_engine_inputs(block, setup_fields("DD-DT", block))}
+    assert ddt["autojudge_draft_hidden"].shape == (-1, 16) and ddt["autojudge_draft_hidden"].dtype == "model"
+    assert GREEDY_CHILD not in ddt
+    # a lookahead judge adds the greedy children [B, N+1]; one that also reads the draft, both, in plugin order
+    ahead = {s.name: s for s in accept_engine_inputs(block, setup_fields("DT-DT1-DT2-LS", block))}
+    assert list(ahead) == list(dt) + [GREEDY_CHILD] and ahead[GREEDY_CHILD].dtype == "int32"
+    assert ahead[GREEDY_CHILD].shape == (-1, -1)
+    assert dict(ahead[GREEDY_CHILD].dims) == {"autojudge_batch": (1, 2, 4), "autojudge_nodes_and_root": (1, 4, 7)}
+    shipped = setup_fields("DD-DT-DT1-DT2-DD1-LS", block)
+    assert [s.name for s in accept_engine_inputs(block, shipped)] == list(dt) + [DRAFT_HIDDEN, GREEDY_CHILD]
+    # each engine input feeds the plugin input of the same place (the model class hands them over in that order)
+    names, _ = plugin_io_names(shipped)
+    engine_inputs = [spec.name for spec in accept_engine_inputs(block, shipped)]  # node rows first: the gather
+    assert [PLUGIN_INPUT_OF.get(n) for n in names] == [None, None] + engine_inputs[1:]
+    for spec in accept_engine_inputs(block, shipped):  # every dimension is named with a [min, opt, max] range
         assert len(spec.dims) == len(spec.shape) and all(lo <= opt <= hi for _, (lo, opt, hi) in spec.dims)
+
+
+@pytest.mark.parametrize("setup, draft_hidden", [("DT-DT1-DT2-LS", False), ("DD-DT-DT1-DT2-DD1-LS", True)])
+def test_lookahead_judges_build_on_the_context_route(capsys, tmp_path, setup, draft_hidden):
+    """Every setup runs on the context route; the draft returns its hidden states exactly when a block
+    reads them (DD1 included)."""
+    _, (conv_draft, _, build_draft, build_target) = dry_run(capsys, tmp_path, "--depth", "4", setup=setup)
+    assert ("--draft_hidden_output" in conv_draft) == draft_hidden == ("--model_cls_file" in build_draft)
+    assert Path(flag(build_target, "--model_cls_file")) == model_cls_path()
+    with pytest.raises(ValueError, match="--depth 2 gives no draft node a verdict: .* build with --depth 3 or more"):
+        dry_run(capsys, tmp_path, "--depth", "2", setup=setup)

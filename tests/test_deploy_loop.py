@@ -1,8 +1,12 @@
 """Engine path on CPU: cycle packing, chain trees, and the engine loop with the reference engines
-against the reference speculative loop (same tokens, same per-cycle metrics)."""
+against the reference speculative loop (same tokens, same per-cycle metrics), for every judge setup
+the context route runs (DT, DD-DT and the lookahead ones)."""
 import numpy as np
 import pytest
 
+import torch
+
+from lookahead_reference import judge_head, tree_judge_logits
 from tiny_models import EOS, VOCAB, tiny_pair
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
@@ -13,7 +17,8 @@ from trtllm_autojudge.trt.runner.chain_drafter import ChainTreeDrafter
 from trtllm_autojudge.trt.runner.drafts import draft_from_outputs, node_context, top_tokens, unfed_nodes
 from trtllm_autojudge.trt.runner.loop import engine_generate
 from trtllm_autojudge.trt.runner.packing import chain_tree, check_chain_tree, engine_feed, pack_cycle, tree_from_chain
-from trtllm_autojudge.trt.runner.reference_engine import ReferenceDraftEngine, ReferenceDrafter, ReferenceTargetEngine
+from trtllm_autojudge.trt.runner.reference_engine import (ReferenceDraftEngine, ReferenceDrafter,
+                                                           ReferenceTargetEngine, node_judge_logits)
 
 MAX_NEW = 16
 
@@ -88,10 +93,16 @@ def test_pack_cycle_rows_and_node_positions():
     assert {n for n, (_, host) in feed.items() if host} == {
         "host_context_lengths", "host_request_types", "host_max_attention_window_sizes", "host_sink_token_length",
         "host_runtime_perf_knobs", "host_context_progress"}
-    assert set(io_spec.ENGINE_INPUTS) - {io_spec.DRAFT_HIDDEN} <= set(feed)
+    assert set(io_spec.ENGINE_INPUTS) - {io_spec.DRAFT_HIDDEN, io_spec.GREEDY_CHILD} == set(feed) & set(
+        io_spec.ENGINE_INPUTS)  # a DT judge's: no draft hidden states, no greedy children
     assert feed["host_runtime_perf_knobs"][0].dtype == np.int64
     with pytest.raises(ValueError, match="max_input_len"):
         engine_feed(cycle, 4, max_input_len=4, max_seq_len=64)
+    # a lookahead judge's cycle: the tree's greedy children, [B, N+1], the same for every request
+    ahead = pack_cycle(prefixes, tree, node_tokens, np.array([4, 2]), np.array([0.2, 0.7]), greedy_child=True)
+    fed = engine_feed(ahead, num_layers=4, max_input_len=64, max_seq_len=64)[io_spec.GREEDY_CHILD]
+    assert fed[0].dtype == np.int32 and not fed[1]  # on the device
+    assert fed[0].tolist() == [[1, 3, -1, -1, -1]] * 2 == [tree.greedy_child.tolist()] * 2
 
 
 def test_draft_from_engine_outputs():
@@ -154,15 +165,27 @@ def test_drafter_refuses_dd_dt_on_an_engine_without_hidden_output(pair64):
     assert drafter.propose([[5, 6]], DraftTree.chain(2), need_hidden=False).draft_hidden is None
 
 
-@pytest.mark.parametrize("setup", ["DT", "DD-DT"])
-@pytest.mark.parametrize("tree", [DraftTree.chain(4), chain_tree(3, 2)], ids=["chain4", "tree3x2"])
+# (setup, tree): DT and DD-DT on a chain and a chain tree; the lookahead setups on deeper ones (the last
+# two levels of a tree give no verdict), DT1-DD with the draft block after a lookahead block
+LOOP_CASES = ([(setup, tree) for setup in ("DT", "DD-DT") for tree in (DraftTree.chain(4), chain_tree(3, 2))]
+              + [(setup, tree) for setup in ("DT-DT1-DT2-LS", "DD-DT-DT1-DT2-DD1-LS", "DT1-DD")
+                 for tree in (DraftTree.chain(5), chain_tree(4, 2))])
+
+
+@pytest.mark.parametrize("setup, tree", LOOP_CASES,
+                         ids=[f"{s}-{'chain' if t.is_chain else 'tree'}{t.num_nodes}" for s, t in LOOP_CASES])
 def test_engine_loop_equals_reference_loop(pair64, setup, tree):
+    """Every setup the context route runs: a lookahead judge's cycles carry the tree's greedy
+    children, from which the reference engine reads the rows of each node's greedy child and
+    grandchild; the loop equals the Python runtime with JudgeRule (which reads them from the tree)."""
     target, draft = pair64
     head = random_head(setup, target, draft)
+    engine = ReferenceTargetEngine(target, head)
+    assert engine.needs_greedy_child == (head.lookahead > 0) and engine.needs_draft_hidden == head.needs_draft_hidden
     batch = prompts(3)
     thresholds = [0.0, 0.3, 0.6]  # per request; 0 = lossless
-    results = engine_generate(ReferenceDrafter(draft), ReferenceTargetEngine(target, head), batch, tree=tree,
-                              thresholds=thresholds, max_new_tokens=MAX_NEW, stop_ids=[EOS])
+    results = engine_generate(ReferenceDrafter(draft), engine, batch, tree=tree, thresholds=thresholds,
+                              max_new_tokens=MAX_NEW, stop_ids=[EOS])
     judged = 0
     for prompt, t, res in zip(batch, thresholds, results):
         ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
@@ -173,6 +196,37 @@ def test_engine_loop_equals_reference_loop(pair64, setup, tree):
             assert res.tokens == greedy_generate(target, prompt, MAX_NEW)
             assert all(c.judged == 0 for c in res.cycles)
     assert judged > 0  # the thresholds above let the judge accept some mismatches
+
+
+@pytest.mark.parametrize("setup", ["DT-DT1-DT2-LS", "DD-DT-DT1-DT2-DD1-LS"])
+def test_a_greedy_child_past_draft_lens_counts_as_none(setup):
+    """Requests drafted short (the draft engine stopped at its end_id): the reference engine's judge
+    logits at every mismatch equal JudgeRule's on the tree cut after draft_lens[b]
+    (tests/lookahead_reference.py, the reference of the plugin's accept mode), so a node whose greedy
+    child or grandchild lies past draft_lens has no verdict, as in the plugin."""
+    rng = np.random.default_rng(2)
+    tree, V, HT, HD = chain_tree(4, 2), 7, 8, 6
+    B, N = 4, tree.num_nodes
+    head = judge_head(setup, rng.normal(size=feature_dim(setup, HD, HT)), 0.3, HT, HD)
+    logits = torch.as_tensor(rng.normal(size=(B * (N + 1), V)), dtype=torch.float32)  # [B*(N+1), V]
+    hidden = torch.as_tensor(rng.normal(size=(B * (N + 1), HT)), dtype=torch.float32)  # [B*(N+1), Ht]
+    draft_hidden = torch.as_tensor(rng.normal(size=(B * (N + 1), HD)), dtype=torch.float32)  # [B*(N+1), Hd]
+    tokens = rng.integers(0, V, size=(B, N))  # [B, N]
+    lens = np.array([N, 5, 3, 1])  # [B]
+    want = tree_judge_logits(head, tree, logits, hidden, draft_hidden if head.needs_draft_hidden else None, tokens,
+                             lens)  # [B, N+1]: +inf off the mismatches
+    argmax = logits.argmax(-1).numpy().reshape(B, N + 1)
+    decided = 0
+    for b in range(B):
+        rows = slice(b * (N + 1), (b + 1) * (N + 1))
+        got = node_judge_logits(head, tokens[b], tree.greedy_child, int(lens[b]), logits[rows], hidden[rows],
+                                draft_hidden[rows] if head.needs_draft_hidden else None)
+        parents = np.asarray(tree.parents[1:])
+        mismatch = np.concatenate([[False], (tokens[b] != argmax[b, parents]) & (np.arange(1, N + 1) <= lens[b])])
+        np.testing.assert_array_equal(got[mismatch], want[b][mismatch])
+        assert np.all(np.isinf(got[int(lens[b]) + 1:])) and np.isinf(got[0])
+        decided += int(np.isfinite(got[mismatch]).sum())
+    assert decided > 0 and np.isinf(want[3]).all()  # a one-node draft: no node has a greedy grandchild
 
 
 def test_engine_loop_refuses_bad_thresholds(pair64):

@@ -61,10 +61,29 @@ def test_stock_block_fields_and_plugin_io(tmp_path):
     assert outputs == ("rewritten_logits",)
     with pytest.raises(ValueError, match="target hidden size 64"):
         stock_spec.stock_plugin_fields(block, target_hidden=64)
-    with pytest.raises(ValueError, match="reads the draft's hidden states"):
-        stock_spec.stock_block(judge_file(tmp_path, "DD-DT"), "lib.so", max_draft_len=6)
+    for setup in ("DD-DT", "DT-DT1-DT2-DD1-LS"):  # a block reads the draft: refused, naming the setups it runs
+        with pytest.raises(ValueError, match=f"judge setup {setup} does not run on the stock route: .* The stock route "
+                                             f"runs target-only setups, of the blocks DT, DT1, DT2, LS"):
+            stock_spec.stock_block(judge_file(tmp_path, setup), "lib.so", max_draft_len=6)
     with pytest.raises(ValueError, match="threshold must lie in"):
         stock_spec.StockBlock("j", "p", 1.5, 4)
+
+
+def test_a_target_only_lookahead_judge_takes_the_same_six_stock_inputs(tmp_path):
+    """DT-DT1-DT2-LS in logits mode: the plugin reads a draft row's lookahead blocks from the next draft
+    rows of its sequence, so the engine feeds it the same six stock tensors as a DT judge."""
+    path = judge_file(tmp_path, "DT-DT1-DT2-LS")
+    block = stock_spec.stock_block(path, "lib.so", max_draft_len=5)
+    fields = stock_spec.stock_plugin_fields(block, target_hidden=HT)
+    assert fields["feature_blocks"].tolist() == [0, 2, 3, 5] and fields["draft_hidden"].tolist() == [0]
+    assert fields["judge_weight"].shape == (3 * HT + 6,)
+    assert plugin_io_names(fields) == (LOGITS_INPUTS[:-1], ("rewritten_logits",))
+    kwargs = {"input_ids": "ids", "last_token_ids": "last", "attention_params": SimpleNamespace(
+        host_request_types="types", host_context_lengths="lengths")}
+    assert stock_spec.plugin_inputs(kwargs, "l", "h", fields["feature_blocks"]) == ["l", "h", "ids", "last", "types",
+                                                                                   "lengths"]
+    with pytest.raises(ValueError, match="--depth 2 gives no draft node a verdict: .* build with --depth 3 or more"):
+        stock_spec.stock_block(path, "lib.so", max_draft_len=2)  # the last two drafts of a chain have none
 
 
 def test_logits_mode_input_shapes_are_checked(tmp_path):
@@ -89,11 +108,11 @@ def test_plugin_inputs_come_from_the_stock_forward_arguments():
                                 context_lengths="context_lengths")
     kwargs = {"input_ids": "input_ids", "last_token_ids": "last_token_ids", "attention_params": attention,
               "position_ids": "position_ids", "kv_cache_params": "kv"}
-    got = stock_spec.plugin_inputs(kwargs, "lm_logits[:, :V]", "lm_head_input")
+    got = stock_spec.plugin_inputs(kwargs, "lm_logits[:, :V]", "lm_head_input", [0])
     assert got == ["lm_logits[:, :V]", "lm_head_input", "input_ids", "last_token_ids", "host_request_types",
                    "host_context_lengths"]
     with pytest.raises(ValueError, match=r"lack \['host_request_types', 'host_context_lengths'\]"):
-        stock_spec.plugin_inputs({**kwargs, "attention_params": None}, "l", "h")
+        stock_spec.plugin_inputs({**kwargs, "attention_params": None}, "l", "h", [0])
 
 
 def test_build_checks_name_the_flag_to_change(tmp_path):
@@ -200,28 +219,33 @@ def test_build_engines_route_stock_dry_run(capsys, tmp_path):
 def test_build_engines_route_stock_refuses_what_it_cannot_serve(tmp_path):
     base = ["--route", "stock", "--draft_model_dir", "d", "--target_model_dir", "t", "--plugin_lib", "p",
             "--output_dir", str(tmp_path), "--dry-run"]
-    with pytest.raises(ValueError, match="use a DT judge on the stock route"):
+    with pytest.raises(ValueError, match="does not run on the stock route: .* runs target-only setups.* the context "
+                                         "route \\(build-engines --route context\\) runs every setup"):
         build_main(base + ["--judge", str(judge_file(tmp_path, "DD-DT"))])
     with pytest.raises(SystemExit):  # chain trees need the context route
         build_main(base + ["--judge", str(judge_file(tmp_path)), "--width", "2"])
-    with pytest.raises(FileNotFoundError, match="train --setup DT"):
+    with pytest.raises(FileNotFoundError, match="train --setup SETUP.*the stock route runs target-only setups"):
         build_main(base + ["--judge", str(tmp_path / "missing.safetensors")])
 
 
 # ---------------------------------------------------------------------------------------------
 # The executor draft-target loop with the reference engines == the reference speculative loop.
 
-def test_stock_loop_equals_the_reference_judge_loop(pair64):
+@pytest.mark.parametrize("setup, depth", [("DT", 4), ("DT-DT1-DT2-LS", 5)])
+def test_stock_loop_equals_the_reference_judge_loop(pair64, setup, depth):
+    """A target-only judge, DT or looking ahead: per request the packed step's draft rows are a chain,
+    the lookahead blocks read the next draft rows, and the rewrite + exact-match acceptance equals the
+    Python runtime with JudgeRule on that chain."""
     target, draft = pair64
-    head = random_head("DT", target, draft)
+    head = random_head(setup, target, draft)
     batch = prompts(4)
     accepted = 0
     for threshold in (0.0, 0.3, 0.6):
         results = stock_generate(ReferenceDrafter(draft), ReferenceStockTarget(target, head, threshold), batch,
-                                 depth=4, max_new_tokens=MAX_NEW, stop_ids=[EOS])
+                                 depth=depth, max_new_tokens=MAX_NEW, stop_ids=[EOS])
         for prompt, res in zip(batch, results):
-            ref = speculative_generate(target, draft, prompt, tree=DraftTree.chain(4), rule=JudgeRule(head, threshold),
-                                       max_new_tokens=MAX_NEW)
+            ref = speculative_generate(target, draft, prompt, tree=DraftTree.chain(depth),
+                                       rule=JudgeRule(head, threshold), max_new_tokens=MAX_NEW)
             assert res.tokens == ref.tokens and res.stop_reason == ref.stop_reason
             assert [c.accepted for c in res.cycles] == [c.accepted for c in ref.cycles]
             accepted += sum(c.judged for c in ref.cycles)
@@ -241,7 +265,7 @@ def test_stock_loop_refuses_what_a_draft_target_engine_cannot_return(pair64):
         stock_generate(ReferenceDrafter(draft), Broken(), [[5, 6]], depth=2, max_new_tokens=4, stop_ids=[EOS])
     with pytest.raises(ValueError, match="depth must be"):
         stock_generate(ReferenceDrafter(draft), Broken(), [[5]], depth=0, max_new_tokens=4, stop_ids=[EOS])
-    with pytest.raises(ValueError, match="DT judges"):
+    with pytest.raises(ValueError, match="does not run on the stock route"):
         ReferenceStockTarget(target, random_head("DD-DT", target, draft))
 
 

@@ -1,5 +1,6 @@
 """Orchestrator mode on CPU: one process (under mpirun -n 1) spawns 2 target ranks running the
-reference engine, drives the engine loop through them and gets the reference loop's tokens."""
+reference engine with a lookahead judge, drives the engine loop through them (the ranks tell it to
+pack greedy children) and gets the reference loop's tokens."""
 import os
 import subprocess
 import sys
@@ -11,21 +12,22 @@ REPO = os.path.dirname(HERE)
 MAX_NEW = 12
 
 
-def reference_verifier(rank, setup="DT"):
+def reference_verifier(rank, setup="DT-DT1"):
     """Worker factory: every rank builds the same tiny target and judge."""
     sys.path.insert(0, HERE)
     import numpy as np
     import torch
 
     from tiny_models import tiny_pair
-    from trtllm_autojudge.judge.head import JudgeHead
+    from trtllm_autojudge.judge.head import JudgeHead, feature_dim
     from trtllm_autojudge.trt.runner.reference_engine import ReferenceTargetEngine
 
     torch.set_num_threads(1)
     target, _ = tiny_pair(seed=0)
     target.model.double()
     rng = np.random.default_rng(0)
-    return ReferenceTargetEngine(target, JudgeHead(rng.normal(size=64), np.zeros(64), np.ones(64), 0.0, setup, 64, 64))
+    F = feature_dim(setup, 64, 64)
+    return ReferenceTargetEngine(target, JudgeHead(rng.normal(size=F), np.zeros(F), np.ones(F), 0.0, setup, 64, 64))
 
 
 def failing_verifier(rank):
@@ -64,6 +66,7 @@ def parent_main() -> None:
     draft.model.double()
     head = reference_verifier(0).head
     pool = SpawnedTargetPool(2, f"{os.path.abspath(__file__)}:reference_verifier", check_ranks=True)
+    assert (pool.needs_draft_hidden, pool.needs_greedy_child) == (False, True)  # a lookahead judge's cycles
     rng = np.random.default_rng(4)
     prompts = [rng.integers(3, VOCAB, size=4).tolist() for _ in range(2)]
     tree, thresholds = chain_tree(3, 2), [0.2, 0.7]

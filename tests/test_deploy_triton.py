@@ -8,14 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.spec.acceptance import Acceptance
+from trtllm_autojudge.trt.engine.routes import check_route_judge
 from trtllm_autojudge.trt.runner.packing import chain_tree, pack_cycle
 from trtllm_autojudge.trt.triton.config import MODELS, check_draft_width, repository_configs
 from trtllm_autojudge.trt.triton.pbtxt import Enum, parameters, to_pbtxt
 from trtllm_autojudge.trt.triton.stock import (STOCK_MODELS, TEMPLATES_SUBDIR, fill_template, make_stock_repository,
                                                stock_parameters, template_dir)
-from trtllm_autojudge.trt.triton.tensors import (acceptance_to_tensors, cycle_to_tensors, tensors_to_acceptance,
-                                            tensors_to_cycle)
+from trtllm_autojudge.trt.triton.tensors import (CYCLE_TENSORS, acceptance_to_tensors, cycle_to_tensors,
+                                                 tensors_to_acceptance, tensors_to_cycle)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,6 +60,7 @@ def test_generated_repository_parses_against_model_config(tmp_path):
     assert {o.name for o in draft.output} == {"output_ids", "sequence_length", "generation_logits"}
     target = parsed["autojudge_target"]
     assert target.backend == "python" and target.instance_group[0].kind == pb2.ModelInstanceGroup.KIND_GPU
+    assert {i.name for i in target.input if i.optional} == {"greedy_child"}  # sent for a lookahead judge only
     assert {o.name for o in target.output} == {"accepted_tokens", "accepted_lens", "best_path", "judged_count"}
     bls = parsed["autojudge_bls"]
     optional = {i.name for i in bls.input if i.optional}
@@ -92,19 +95,42 @@ def test_pbtxt_writer():
     assert 'parameters {\n  key: "k"\n  value {\n    string_value: "3"\n  }\n}' in text
 
 
-def test_cycle_and_acceptance_tensors_round_trip():
+@pytest.mark.parametrize("lookahead", [False, True])
+def test_cycle_and_acceptance_tensors_round_trip(lookahead):
     cycle = pack_cycle([[4, 5], [6]], chain_tree(2, 2), np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), np.array([4, 4]),
-                       np.array([0.1, 0.9]))
-    back = tensors_to_cycle(cycle_to_tensors(cycle))
+                       np.array([0.1, 0.9]), greedy_child=lookahead)
+    tensors = cycle_to_tensors(cycle)
+    assert ("greedy_child" in tensors) == lookahead  # an optional input, sent only for a lookahead judge
+    # the target model reads every input by name; an absent optional one comes back as None
+    back = tensors_to_cycle({name: tensors.get(name) for name in CYCLE_TENSORS})
     for name in ("input_ids", "position_ids", "context_lengths", "row_request", "node_rows", "draft_tokens",
-                 "draft_lens", "paths", "threshold"):
+                 "draft_lens", "paths", "threshold") + (("greedy_child",) if lookahead else ()):
         np.testing.assert_array_equal(getattr(back, name), getattr(cycle, name))
+    assert (back.greedy_child is None) != lookahead and back.draft_hidden is None
     acc = Acceptance(np.array([2, 0], np.int32), np.array([1, 0], np.int32), np.array([[1, 3, 9], [5, -1, -1]], np.int32),
                      np.array([1, 0], np.int32))
     again = tensors_to_acceptance(acceptance_to_tensors(acc))
     assert again.tokens(0) == [1, 3, 9] and again.tokens(1) == [5] and again.judged_count.tolist() == [1, 0]
     with pytest.raises(ValueError, match="lacks"):
         tensors_to_cycle({"input_ids": cycle.input_ids})
+
+
+def test_the_context_repository_serves_target_only_judges():
+    """Its draft is the stock tensorrt_llm model (no hidden states): target-only setups, lookahead ones
+    included (their cycles carry greedy_child); the BLS refuses the others when it starts."""
+    F = feature_dim("DT-DT1-DT2-LS", 16, 32)
+    check_route_judge("triton-context", JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, "DT-DT1-DT2-LS", 16, 32))
+    F = feature_dim("DD-DT-DT1-DT2-DD1-LS", 16, 32)
+    shipped = JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, "DD-DT-DT1-DT2-DD1-LS", 16, 32)
+    with pytest.raises(ValueError, match="does not run on the context route's Triton repository: .* returns no hidden "
+                                         "states. The context route's Triton repository runs target-only setups"):
+        check_route_judge("triton-context", shipped)
+    cycle = pack_cycle([[4]], chain_tree(2), np.array([[1, 2]]), np.array([2]), np.array([0.5]),
+                       np.zeros((1, 3, 16)))
+    with pytest.raises(ValueError, match="runs target-only setups"):
+        cycle_to_tensors(cycle)
+    bls = (REPO / "trtllm_autojudge" / "trt" / "triton" / "models" / "autojudge_bls.py").read_text()
+    assert 'check_route_judge("triton-context", head)' in bls and "needs_greedy_child=head.lookahead > 0" in bls
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,10 @@ class Task:
         this task: the judge, the tuned target's LoRA adapter (``--target tuned``), the draft
         (``--draft embedded``) and its vocabulary subset (``--draft-vocab embedded``). None: none
         is shipped.
+    shipped_stock_judge : str | None
+        File name under ``trtllm_autojudge/assets`` of the judge the engine path's stock route takes
+        (``build-engines --route stock`` without ``--judge``): a target-only setup, which the stock
+        route runs (docs/deploy.md). None: none is shipped.
     """
 
     name: str = ""
@@ -42,6 +46,7 @@ class Task:
     shipped_adapter: str | None = None
     shipped_draft: str | None = None
     shipped_draft_vocab: str | None = None
+    shipped_stock_judge: str | None = None
 
     def __init__(self) -> None:
         self.checker: TaskChecker = self.make_checker()
@@ -77,6 +82,9 @@ class Task:
 
     def shipped_judge_path(self) -> Path | None:
         return ASSETS / self.shipped_judge if self.shipped_judge else None
+
+    def shipped_stock_judge_path(self) -> Path | None:
+        return ASSETS / self.shipped_stock_judge if self.shipped_stock_judge else None
 
     def shipped_model_path(self, role: str) -> Path:
         """The shipped file of the embedded ``role`` ("adapter", "draft" or "draft_vocab"); SystemExit

@@ -61,6 +61,7 @@ class Gsm8kProgramTask(TemplateTask):
     shipped_adapter = "target_lora_program.safetensors"
     shipped_draft = "draft_program.safetensors"
     shipped_draft_vocab = "draft_vocab_gsm8k_program.safetensors"
+    shipped_stock_judge = "judge_gsm8k_program_stock.safetensors"  # DT-DT1-DT2-LS: the stock route's judge
     comments = "worked"  # the comment style of the programs (trtllm_autojudge.data.programs.COMMENT_STYLES)
 
     def make_checker(self) -> ProgramChecker:
@@ -94,6 +95,7 @@ class Gsm8kProgramWordsTask(Gsm8kProgramTask):
     shipped_judge = "judge_gsm8k_program_words.safetensors"
     shipped_adapter = "target_lora_program_words.safetensors"
     shipped_draft = "draft_program_words.safetensors"
+    shipped_stock_judge = None  # the program task's is not this task's
     comments = "words"
 
 

@@ -1,6 +1,7 @@
 """Convert a Hugging Face Llama checkpoint to a TensorRT-LLM 1.2 checkpoint (``rank{r}.safetensors``
 + ``config.json``), and write the AutoJudge block into its config: ``autojudge`` for the target,
-``autojudge_draft`` for a draft that returns its hidden states (DD-DT judges, :mod:`.draft_spec`),
+``autojudge_draft`` for a draft that returns its hidden states (judges with the blocks DD or DD1,
+:mod:`.draft_spec`),
 ``autojudge_stock`` for the stock route's target (:mod:`.stock_spec`).
 
 ``python -m trtllm_autojudge.trt.engine.convert --model_dir HF --output_dir CKPT --dtype float16 --tp_size N
@@ -60,7 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     kind.add_argument("--autojudge_block", help="JSON file with the target's autojudge block (context route)")
     kind.add_argument("--stock_block", help="JSON file with the target's autojudge_stock block (stock route)")
     kind.add_argument("--draft_hidden_output", action="store_true",
-                      help="draft for a DD-DT judge: write the autojudge_draft block (build with draft_model_cls.py)")
+                      help="draft for a judge with the blocks DD or DD1: write the autojudge_draft block (build "
+                           "with draft_model_cls.py)")
     return ap.parse_args(argv)
 
 

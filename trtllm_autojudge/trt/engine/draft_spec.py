@@ -1,7 +1,8 @@
-"""The DD-DT draft engine: its extra output and the config block that says it has one.
+"""The draft engine of a judge that reads the draft (blocks DD, DD1): its extra output and the
+config block that says it has one.
 
-A DD-DT judge reads the draft's final-norm hidden state at every draft node. A stock draft engine
-returns tokens and logits only, so for a DD-DT judge the draft is built with
+Such a judge reads the draft's final-norm hidden state at a draft node (DD) or at its greedy child
+(DD1). A stock draft engine returns tokens and logits only, so for it the draft is built with
 :mod:`.draft_model_cls`, which marks the last-token final-norm hidden states ``[num_seqs, Hd]`` as
 the engine output :data:`DRAFT_HIDDEN_OUTPUT`. The TensorRT-LLM 1.2 executor returns such an output
 when ``ExecutorConfig.additional_model_outputs`` and the request's ``OutputConfig`` name it
@@ -23,7 +24,7 @@ RESULT_PREFIX = "generation_"  # the executor's name for a per-step additional o
 
 
 def draft_block() -> dict:
-    """The ``autojudge_draft`` block of a DD-DT draft checkpoint's config.json."""
+    """The ``autojudge_draft`` block of the config.json of a draft checkpoint built for DD / DD1 blocks."""
     return {"format": DRAFT_BLOCK_FORMAT, "hidden_output": DRAFT_HIDDEN_OUTPUT}
 
 
@@ -32,7 +33,7 @@ def hidden_output_name(block: dict | None) -> str:
     if block is None:
         raise ValueError(f"the draft checkpoint config has no {DRAFT_BLOCK_KEY!r} block: convert the draft with "
                          f"`python -m trtllm_autojudge.trt.engine.convert --draft_hidden_output` (build-engines does this "
-                         f"for a DD-DT judge) before trtllm-build")
+                         f"for a judge with the blocks DD or DD1) before trtllm-build")
     if block != draft_block():
         raise ValueError(f"the {DRAFT_BLOCK_KEY!r} block {block} is not {draft_block()}: reconvert the draft with "
                          f"this version of trtllm_autojudge")

@@ -2,10 +2,12 @@
 
 The target engine is the TensorRT-LLM 1.2 Llama graph built with ``--kv_cache_type disabled``
 (context phase only) plus the AutoJudgeAccept plugin after the LM head
-(:mod:`.model_cls`). Each verification cycle sends every root-to-leaf path of every request as
-one context row ``prefix + path tokens``; ``autojudge_node_rows`` says which packed token
+(:mod:`.target_model_cls`). Each verification cycle sends every root-to-leaf path of every request
+as one context row ``prefix + path tokens``; ``autojudge_node_rows`` says which packed token
 position holds node n of request b as its LAST input token, so the engine gathers the final-norm
-hidden state (the DT feature) and the logits of every node there. Why context rows and not the KV
+hidden state (the DT feature) and the logits of every node there. A lookahead judge (blocks DT1,
+DT2, DD1, LS) also reads the rows of a node's greedy child and grandchild, which
+``autojudge_greedy_child`` names (the tree's shape is not otherwise an input). Why context rows and not the KV
 cache: the stock 1.2 runtimes refuse engine inputs they do not know (TRTLLM.md), and this keeps
 the engine drivable by the plain ``tensorrt_llm.runtime.Session``.
 
@@ -18,20 +20,29 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Mapping
 
-from ..plugin.contract import OUTPUT_MODES
+import numpy as np
+
+from ..plugin.contract import OUTPUT_MODES, accept_input_names
 
 BLOCK_KEY = "autojudge"
 BLOCK_FORMAT = 1
 
-# Engine input name -> plugin input it feeds (contract order); node rows feed the gather.
-NODE_ROWS = "autojudge_node_rows"
-DRAFT_TOKENS = "autojudge_draft_tokens"
-DRAFT_LENS = "autojudge_draft_lens"
-PATHS = "autojudge_paths"
-THRESHOLD = "autojudge_threshold"
-DRAFT_HIDDEN = "autojudge_draft_hidden"
-ENGINE_INPUTS = (NODE_ROWS, DRAFT_TOKENS, DRAFT_LENS, PATHS, THRESHOLD, DRAFT_HIDDEN)
+# The engine inputs (B requests, N draft nodes, P paths, D+1 = max_path_len); node rows feed the
+# gather, the others feed the plugin input of PLUGIN_INPUT_OF.
+NODE_ROWS = "autojudge_node_rows"  # [B*(N+1)] int32: packed position of node n of request b as the last input token
+DRAFT_TOKENS = "autojudge_draft_tokens"  # [B, N] int32: token of node n at column n-1
+DRAFT_LENS = "autojudge_draft_lens"  # [B] int32: valid nodes per request
+PATHS = "autojudge_paths"  # [B, P, D+1] int32: root-to-leaf node indices, -1 padded
+THRESHOLD = "autojudge_threshold"  # [B] float32: per-request threshold
+DRAFT_HIDDEN = "autojudge_draft_hidden"  # [B*(N+1), Hd] model dtype: blocks DD, DD1 only
+GREEDY_CHILD = "autojudge_greedy_child"  # [B, N+1] int32: rank-0 child of each node, -1 none; lookahead blocks only
+ENGINE_INPUTS = (NODE_ROWS, DRAFT_TOKENS, DRAFT_LENS, PATHS, THRESHOLD, DRAFT_HIDDEN, GREEDY_CHILD)
+# Plugin input (contract.ACCEPT_INPUTS) -> the engine input that feeds it; the other two, the logits
+# and hidden states, are the rows the engine gathers at NODE_ROWS.
+PLUGIN_INPUT_OF = {"draft_tokens": DRAFT_TOKENS, "draft_lens": DRAFT_LENS, "paths": PATHS, "threshold": THRESHOLD,
+                   "draft_hidden": DRAFT_HIDDEN, "greedy_child": GREEDY_CHILD}
 ENGINE_OUTPUTS = ("accepted_tokens", "accepted_lens", "best_path", "judged_count")
 
 
@@ -116,19 +127,29 @@ def _range(hi: int) -> tuple[int, int, int]:
     return (1, max(1, (hi + 1) // 2), hi)
 
 
-def accept_engine_inputs(block: EngineBlock, draft_hidden_size: int) -> list[InputSpec]:
-    """The AutoJudge inputs the target engine adds to the base model's (DD-DT adds draft hidden)."""
+def accept_engine_inputs(block: EngineBlock, fields: Mapping[str, np.ndarray]) -> list[InputSpec]:
+    """The AutoJudge inputs the target engine adds to the base model's, for the plugin these fields
+    configure (:func:`..plugin.fields.engine_plugin_fields`): the five every judge reads, then
+    ``autojudge_draft_hidden`` when a block reads the draft and ``autojudge_greedy_child`` when one
+    looks ahead (:func:`..plugin.contract.accept_input_names`)."""
     B, N, P, D1 = block.max_requests, block.max_draft_nodes, block.max_paths, block.max_path_len
+    Hd = int(fields["draft_hidden"][0])
     batch = ("autojudge_batch", _range(B))
-    specs = [
-        InputSpec(NODE_ROWS, "int32", (-1,), (("autojudge_node_rows", _range(B * (N + 1))),)),
-        InputSpec(DRAFT_TOKENS, "int32", (-1, -1), (batch, ("autojudge_nodes", _range(N)))),
-        InputSpec(DRAFT_LENS, "int32", (-1,), (batch,)),
-        InputSpec(PATHS, "int32", (-1, -1, D1), (batch, ("autojudge_paths", _range(P)), ("autojudge_path_len", (D1, D1, D1)))),
-        InputSpec(THRESHOLD, "float32", (-1,), (batch,)),
-    ]
-    if draft_hidden_size:
-        specs.append(InputSpec(DRAFT_HIDDEN, "model", (-1, draft_hidden_size),
-                               (("autojudge_node_rows", _range(B * (N + 1))),
-                                ("autojudge_draft_hidden", (draft_hidden_size,) * 3))))
-    return specs
+    node_rows = ("autojudge_node_rows", _range(B * (N + 1)))
+    specs = {
+        NODE_ROWS: InputSpec(NODE_ROWS, "int32", (-1,), (node_rows,)),
+        DRAFT_TOKENS: InputSpec(DRAFT_TOKENS, "int32", (-1, -1), (batch, ("autojudge_nodes", _range(N)))),
+        DRAFT_LENS: InputSpec(DRAFT_LENS, "int32", (-1,), (batch,)),
+        PATHS: InputSpec(PATHS, "int32", (-1, -1, D1), (batch, ("autojudge_paths", _range(P)),
+                                                        ("autojudge_path_len", (D1, D1, D1)))),
+        THRESHOLD: InputSpec(THRESHOLD, "float32", (-1,), (batch,)),
+        DRAFT_HIDDEN: InputSpec(DRAFT_HIDDEN, "model", (-1, Hd), (node_rows, ("autojudge_draft_hidden", (Hd,) * 3))),
+        GREEDY_CHILD: InputSpec(GREEDY_CHILD, "int32", (-1, -1), (batch, ("autojudge_nodes_and_root", _range(N + 1)))),
+    }
+    return [specs[name] for name in engine_input_names(fields)]
+
+
+def engine_input_names(fields: Mapping[str, np.ndarray]) -> tuple[str, ...]:
+    """The AutoJudge engine inputs of the plugin these fields configure, in :data:`ENGINE_INPUTS` order."""
+    return (NODE_ROWS,) + tuple(PLUGIN_INPUT_OF[name] for name in accept_input_names(fields["feature_blocks"])
+                                if name in PLUGIN_INPUT_OF)

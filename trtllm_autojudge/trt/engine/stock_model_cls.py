@@ -10,7 +10,9 @@ It keeps the stock inputs and adds none. After ``LLaMAForCausalLM``'s forward it
 base ``logits`` output, runs AutoJudgeAccept in logits mode on the LM head's output rows (sliced to
 the real vocabulary when tensor parallelism pads it), the LM head's input rows, ``input_ids``,
 ``last_token_ids``, ``host_request_types`` and ``host_context_lengths``, and marks the rewritten
-rows (the padded columns appended back unchanged) as ``logits``.
+rows (the padded columns appended back unchanged) as ``logits``. These six feed every target-only
+judge (DT, or with the lookahead blocks, e.g. DT-DT1-DT2-LS): the plugin reads a draft row's
+lookahead blocks from the next draft rows of its sequence (:mod:`.stock_spec`).
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ class AutoJudgeStockLLaMAForCausalLM(LLaMAForCausalLM):
         padded = pad_vocab_size(vocab, self.config.mapping.tp_size)
         rows = shape(lm_logits, 0)
         logits = lm_logits if padded == vocab else slice(lm_logits, starts=[0, 0], sizes=concat([rows, vocab]))
-        inputs = stock_spec.plugin_inputs(kwargs, logits, lm_input)
+        inputs = stock_spec.plugin_inputs(kwargs, logits, lm_input, self.autojudge_fields["feature_blocks"])
         load_plugin_library(self.autojudge.plugin_library)
         layer = add_autojudge_plugin(network, [t.trt_tensor for t in inputs], self.autojudge_fields)
         rewritten = _create_tensor(layer.get_output(0), layer)  # [L, V]

@@ -14,6 +14,12 @@ the final-norm states gathered at ``last_token_ids``); ``input_ids`` and ``last_
 engine inputs; ``host_request_types`` and ``host_context_lengths`` are the engine inputs carried by
 ``attention_params``. The judge weights and the one threshold of the engine are plugin fields read
 from the judge file named in the checkpoint's ``autojudge_stock`` config block.
+
+The judge is target-only (:mod:`.routes`: no stock channel carries the draft's hidden states), of
+any setup of the blocks DT, DT1, DT2, LS: the same six stock tensors feed every such setup. A
+sequence's draft rows are a chain, so the plugin reads a draft row's lookahead blocks from the
+sequence's next one and two draft rows (its greedy child and grandchild); the last one or two
+drafts of a request have no verdict.
 """
 from __future__ import annotations
 
@@ -23,10 +29,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...spec.judge_blocks import block_codes
+from ...judge.head import JudgeHead
 from ..plugin.contract import logits_input_names
-from .io_spec import read_block
 from ..plugin.fields import engine_plugin_fields
+from .io_spec import read_block
+from .routes import check_route_judge
 
 STOCK_BLOCK_KEY = "autojudge_stock"
 STOCK_BLOCK_FORMAT = 1
@@ -38,7 +45,7 @@ REPLACED_LOGITS = "autojudge_stock_logits"  # the base model's logits tensor, no
 class StockBlock:
     """What the stock-route target is built for (the ``"autojudge_stock"`` block of its config.json)."""
 
-    judge_file: str  # absolute path of the judge safetensors file (setup DT)
+    judge_file: str  # absolute path of the judge safetensors file (a target-only setup)
     plugin_library: str  # absolute path of libautojudge_trt_plugin.so
     threshold: float  # the engine's one judge threshold (no stock channel carries one per request)
     max_draft_len: int  # --max_draft_len of the build: draft tokens per request
@@ -70,28 +77,22 @@ class StockBlock:
 
 def stock_block(judge_file: str | Path, plugin_library: str | Path, *, max_draft_len: int,
                 threshold: float | None = None) -> StockBlock:
-    """The block for a judge file; ``threshold`` defaults to the judge file's. Refuses a judge that
-    reads the draft's hidden states: the stock runtime has no channel that carries them."""
-    from ...judge.head import JudgeHead
-
+    """The block for a judge file; ``threshold`` defaults to the judge file's. Refuses a judge the
+    stock route does not run (:func:`.routes.check_route_judge`: one that reads the draft's hidden
+    states, or a lookahead judge that a chain of ``max_draft_len`` gives no verdict)."""
     head = JudgeHead.load(judge_file)
-    if head.needs_draft_hidden:
-        raise ValueError(f"judge setup {head.setup} reads the draft's hidden states, which no stock TensorRT-LLM "
-                         f"runtime passes to the target engine: use a DT judge on the stock route, or the context "
-                         f"route (build-engines --route context)")
+    check_route_judge("stock", head, depth=max_draft_len)
     return StockBlock(str(Path(judge_file).resolve()), str(Path(plugin_library).resolve()),
                       float(head.threshold if threshold is None else threshold), int(max_draft_len))
 
 
 def stock_plugin_fields(block: StockBlock, target_hidden: int) -> dict[str, np.ndarray]:
     """The eight plugin fields of the stock target: logits mode, the block's threshold,
-    ``max_path_len = max_draft_len + 1``; a judge for another hidden size is refused."""
-    fields = engine_plugin_fields(block.judge_file, block.max_draft_len + 1, "logits", block.threshold,
-                                  target_hidden=target_hidden)
-    if int(fields["draft_hidden"][0]) != 0:
-        raise ValueError("the stock route takes target-only judges (no DD or DD1 block): the stock runtime feeds no "
-                         "draft hidden states")
-    return fields
+    ``max_path_len = max_draft_len + 1``; a judge for another hidden size, or one the stock route
+    does not run, is refused."""
+    head = JudgeHead.load(block.judge_file)
+    check_route_judge("stock", head)
+    return engine_plugin_fields(head, block.max_draft_len + 1, "logits", block.threshold, target_hidden=target_hidden)
 
 
 def check_build(*, use_cache: bool, paged_kv_cache: bool, remove_input_padding: bool, gpt_attention_plugin: bool,
@@ -119,9 +120,10 @@ def check_build(*, use_cache: bool, paged_kv_cache: bool, remove_input_padding: 
         raise ValueError("build the AutoJudge stock target with " + "; ".join(problems))
 
 
-def plugin_inputs(forward_kwargs: Mapping[str, Any], logits, lm_input) -> list:
-    """The plugin's inputs in :data:`.contract.LOGITS_INPUTS` order (DT), from the keyword
-    arguments ``trtllm-build`` passes ``forward`` and the first two values the base forward returns.
+def plugin_inputs(forward_kwargs: Mapping[str, Any], logits, lm_input, feature_blocks) -> list:
+    """The plugin's inputs in :data:`.contract.LOGITS_INPUTS` order for a target-only judge's block
+    codes (``feature_blocks`` [K]: the same six for every such setup), from the keyword arguments
+    ``trtllm-build`` passes ``forward`` and the first two values the base forward returns.
 
     ``logits``: the LM head's output rows (sliced to the real vocabulary); ``lm_input``: its input
     rows. Raises ValueError naming a stock input the arguments lack.
@@ -139,7 +141,7 @@ def plugin_inputs(forward_kwargs: Mapping[str, Any], logits, lm_input) -> list:
     if missing:
         raise ValueError(f"the stock engine's forward arguments lack {missing}: build with packed input and the GPT "
                          f"attention plugin (their host inputs carry the step's layout)")
-    return [found[name] for name in logits_input_names(block_codes("DT"))]  # a target-only judge's inputs
+    return [found[name] for name in logits_input_names(feature_blocks)]
 
 
 def take_output(network, name: str, new_name: str):

@@ -8,8 +8,9 @@ not been built here: no machine of this project has TensorRT.
 
 What it adds to ``LLaMAForCausalLM`` (the engine I/O is specified in :mod:`.io_spec`):
 - inputs ``autojudge_node_rows [B*(N+1)]``, ``autojudge_draft_tokens [B, N]``,
-  ``autojudge_draft_lens [B]``, ``autojudge_paths [B, P, D+1]``, ``autojudge_threshold [B]`` and,
-  for a DD-DT judge, ``autojudge_draft_hidden [B*(N+1), Hd]``;
+  ``autojudge_draft_lens [B]``, ``autojudge_paths [B, P, D+1]``, ``autojudge_threshold [B]``,
+  for a judge whose blocks read the draft (DD, DD1) ``autojudge_draft_hidden [B*(N+1), Hd]``, and
+  for one that looks ahead (DT1, DT2, DD1, LS) ``autojudge_greedy_child [B, N+1]``;
 - the final-norm hidden states of every packed token (the third value ``DecoderModelForCausalLM``
   returns) gathered at the node rows, the LM head on those rows, the plugin on top;
 - outputs ``accepted_tokens [B, D+1]``, ``accepted_lens [B]``, ``best_path [B]``,
@@ -26,6 +27,7 @@ from tensorrt_llm.functional import Tensor, _create_tensor, concat, index_select
 from tensorrt_llm.models import LLaMAForCausalLM
 
 from trtllm_autojudge.trt.engine import io_spec
+from trtllm_autojudge.trt.plugin.contract import plugin_io_names
 from trtllm_autojudge.trt.plugin.fields import engine_plugin_fields
 from trtllm_autojudge.trt.plugin.library import load_plugin_library
 from trtllm_autojudge.trt.plugin.network import add_autojudge_plugin
@@ -44,7 +46,6 @@ class AutoJudgeLLaMAForCausalLM(LLaMAForCausalLM):
             raise ValueError("the AutoJudge target engine supports tensor parallelism only: convert with --pp_size 1")
         self.autojudge_fields = engine_plugin_fields(self.autojudge.judge_file, self.autojudge.max_path_len, "accept",
                                                      target_hidden=config.hidden_size)
-        self.autojudge_draft_hidden = int(self.autojudge_fields["draft_hidden"][0])
 
     def prepare_inputs(self, *args, **kwargs):
         plugins = default_net().plugin_config
@@ -58,7 +59,7 @@ class AutoJudgeLLaMAForCausalLM(LLaMAForCausalLM):
             raise ValueError("build the AutoJudge target engine with `--multiple_profiles disable`: its inputs "
                              "declare one optimization profile")
         inputs = super().prepare_inputs(*args, **kwargs)
-        for spec in io_spec.accept_engine_inputs(self.autojudge, self.autojudge_draft_hidden):
+        for spec in io_spec.accept_engine_inputs(self.autojudge, self.autojudge_fields):
             dtype = self.config.dtype if spec.dtype == "model" else spec.dtype
             inputs[spec.name] = Tensor(name=spec.name, dtype=str_dtype_to_trt(dtype), shape=list(spec.shape),
                                        dim_range=OrderedDict((name, [list(r)]) for name, r in spec.dims))
@@ -72,10 +73,9 @@ class AutoJudgeLLaMAForCausalLM(LLaMAForCausalLM):
         vocab = self.config.vocab_size
         if pad_vocab_size(vocab, self.config.mapping.tp_size) != vocab:
             node_logits = slice(node_logits, starts=[0, 0], sizes=concat([shape(node_logits, 0), vocab]))  # [., V]
-        plugin_inputs = [node_logits, node_hidden, ours[io_spec.DRAFT_TOKENS], ours[io_spec.DRAFT_LENS],
-                         ours[io_spec.PATHS], ours[io_spec.THRESHOLD]]
-        if self.autojudge_draft_hidden:
-            plugin_inputs.append(ours[io_spec.DRAFT_HIDDEN])
+        rows = {"target_logits": node_logits, "target_hidden": node_hidden}
+        names, _ = plugin_io_names(self.autojudge_fields)  # contract order, the judge's optional inputs included
+        plugin_inputs = [rows[name] if name in rows else ours[io_spec.PLUGIN_INPUT_OF[name]] for name in names]
         load_plugin_library(self.autojudge.plugin_library)
         layer = add_autojudge_plugin(default_trtnet(), [t.trt_tensor for t in plugin_inputs], self.autojudge_fields)
         outputs = [_create_tensor(layer.get_output(i), layer) for i in range(len(io_spec.ENGINE_OUTPUTS))]

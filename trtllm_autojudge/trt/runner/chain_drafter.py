@@ -1,8 +1,8 @@
 """Chain-tree drafting on a draft engine, for the engine-path loop (:class:`.loop.Drafter`).
 
 :class:`DraftEngine` is what the drafter needs from a draft engine: greedy generation for a batch
-of contexts with, per request, the generated tokens, the generation logits and (for a DD-DT
-judge) the hidden-state rows the TensorRT-LLM executor returns for an additional model output
+of contexts with, per request, the generated tokens, the generation logits and (for a judge with
+the blocks DD or DD1) the hidden-state rows the TensorRT-LLM executor returns for an additional model output
 (:mod:`.draft_spec`). On a GPU host it is the executor
 (:class:`trtllm_autojudge.trt.runner.engines.ExecutorDraftEngine`); on CPU
 :class:`.reference_engine.ReferenceDraftEngine`, so the same drafting code runs in the tests.
@@ -37,7 +37,7 @@ class DraftOutput:
 class DraftEngine(Protocol):
     vocab_size: int
     end_id: int  # generation stops after this token
-    returns_hidden: bool  # the engine has the hidden-state output (built for a DD-DT judge)
+    returns_hidden: bool  # the engine has the hidden-state output (built for a judge with the blocks DD or DD1)
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, logits: bool,
                  hidden: bool) -> list[DraftOutput]: ...
@@ -51,9 +51,10 @@ class ChainTreeDrafter:
 
     def propose(self, prefixes: list[list[int]], tree: DraftTree, need_hidden: bool) -> DraftProposal:
         if need_hidden and not self.engine.returns_hidden:
-            raise ValueError("the draft engine does not return its hidden states, which a DD-DT judge reads: rebuild "
-                             "it with `trtllm-autojudge build-engines --judge <the DD-DT judge>` (it builds the draft "
-                             "with trtllm_autojudge/trt/engine/draft_model_cls.py), or use a DT judge")
+            raise ValueError("the draft engine does not return its hidden states, which a judge with the blocks DD or "
+                             "DD1 reads: rebuild it with `trtllm-autojudge build-engines --judge <that judge>` (it builds "
+                             "the draft with trtllm_autojudge/trt/engine/draft_model_cls.py), or use a target-only judge "
+                             "(e.g. DT or DT-DT1-DT2-LS)")
         D, W = tree.max_depth, chain_width(tree)
         outs = self.engine.generate(prefixes, D, logits=W > 1, hidden=need_hidden)
         output_ids = np.full((len(prefixes), max(len(p) for p in prefixes) + D), self.engine.end_id, np.int64)

@@ -1,6 +1,6 @@
 """Read a chain tree's draft out of a draft engine's outputs (the executor or Triton's
 ``tensorrt_llm`` model): the greedy chain, the top-W tokens per chain step, the drafted depth, and
-for DD-DT judges the draft's hidden state at every node.
+for judges with the blocks DD or DD1 the draft's hidden state at every node.
 
 Draft hidden states (:mod:`.draft_spec`): while generating the chain of request b, the engine
 returns row 0 for the root and row k for the chain node at depth k, k < drafted depth: the nodes

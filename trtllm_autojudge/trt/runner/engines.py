@@ -14,13 +14,14 @@ refused. Context route, below:
 
 - Drafting: :class:`EngineDrafter` runs the draft engine through the executor bindings with the
   calls ``ModelRunnerCpp`` makes (:class:`ExecutorDraftEngine`): D greedy tokens per request, the
-  draft's generation logits for the top-W siblings of a chain tree and, for a DD-DT judge, the
-  draft's hidden states as an additional model output (``ModelRunnerCpp.generate`` cannot request
+  draft's generation logits for the top-W siblings of a chain tree and, for a judge with the blocks
+  DD or DD1, the draft's hidden states as an additional model output (``ModelRunnerCpp.generate`` cannot request
   one). The drafting itself is :class:`trtllm_autojudge.trt.runner.chain_drafter.ChainTreeDrafter`, tested
   on CPU. Rank 0 drafts and broadcasts (in leader mode only rank 0 enqueues).
 - Verifying: :class:`EngineTargetVerifier` runs the AutoJudge target engine with
   ``tensorrt_llm.runtime.Session`` on every rank (the Python runtime's classes refuse engine inputs
-  they do not know); the plugin returns accepted tokens, lengths, best path and judged counts.
+  they do not know), with the tree's greedy children for a lookahead judge; the plugin returns
+  accepted tokens, lengths, best path and judged counts.
 - The loop, per-request thresholds and per-request metrics: :func:`trtllm_autojudge.trt.runner.loop.engine_generate`.
 
 Nothing here imports TensorRT-LLM before a class is built; none of it has run on this project's
@@ -91,8 +92,9 @@ def run_requests(executor, requests, role: str) -> list:
 
 class ExecutorDraftEngine:
     """The draft engine through TensorRT-LLM's executor bindings (what ``ModelRunnerCpp`` wraps), in
-    leader mode: only rank 0 enqueues. A draft engine built for a DD-DT judge (its config has the
-    ``autojudge_draft`` block) also returns its hidden-state rows as an additional model output."""
+    leader mode: only rank 0 enqueues. A draft engine built for a judge with the blocks DD or DD1 (its
+    config has the ``autojudge_draft`` block) also returns its hidden-state rows as an additional
+    model output."""
 
     def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int, kv_cache_fraction: float | None = None):
         _require_tensorrt_llm()
@@ -194,6 +196,7 @@ class EngineTargetVerifier:
         self.block = EngineBlock.from_engine_config(config)
         head = JudgeHead.load(self.block.judge_file)
         self.needs_draft_hidden = head.needs_draft_hidden
+        self.needs_greedy_child = head.lookahead > 0  # the engine has the input autojudge_greedy_child
         self.default_threshold = head.threshold
         pretrained, build = config["pretrained_config"], config["build_config"]
         m = pretrained["mapping"]

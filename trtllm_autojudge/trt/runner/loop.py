@@ -25,7 +25,7 @@ from .packing import PackedCycle, pack_cycle
 class DraftProposal:
     node_tokens: np.ndarray  # [B, N] int: token of node n at column n-1
     draft_lens: np.ndarray  # [B] int: valid nodes per request
-    draft_hidden: np.ndarray | None = None  # [B, N+1, Hd] float (DD-DT judges only)
+    draft_hidden: np.ndarray | None = None  # [B, N+1, Hd] float (judges with the blocks DD, DD1 only)
     forwards: int = 0  # draft forward passes spent (metrics)
 
 
@@ -34,7 +34,8 @@ class Drafter(Protocol):
 
 
 class Verifier(Protocol):
-    needs_draft_hidden: bool
+    needs_draft_hidden: bool  # the judge reads the draft's hidden states (blocks DD, DD1)
+    needs_greedy_child: bool  # the judge looks ahead (blocks DT1, DT2, DD1, LS): the cycle carries greedy children
 
     def verify(self, cycle: PackedCycle) -> Acceptance: ...
 
@@ -67,7 +68,8 @@ def engine_generate(
         t0 = time.perf_counter()
         proposal = drafter.propose(prefixes, tree, verifier.needs_draft_hidden)
         t1 = time.perf_counter()
-        cycle = pack_cycle(prefixes, tree, proposal.node_tokens, proposal.draft_lens, thr[active], proposal.draft_hidden)
+        cycle = pack_cycle(prefixes, tree, proposal.node_tokens, proposal.draft_lens, thr[active], proposal.draft_hidden,
+                           greedy_child=verifier.needs_greedy_child)
         acc = verifier.verify(cycle)
         t2 = time.perf_counter()
         still = []

@@ -6,7 +6,10 @@ tree ``tree`` (``N`` nodes, ``P`` paths, longest ``D``) becomes:
 - context ROWS: per request, one row ``prefix + tokens of one root-to-leaf path`` (paths cut at
   the first invalid node; a row that is a prefix of another row is dropped);
 - ``node_rows [B*(N+1)]``: the packed token position where node n of request b is the LAST input
-  token (node 0, the root, is the prefix's last token). Invalid nodes point at the root.
+  token (node 0, the root, is the prefix's last token). Invalid nodes point at the root;
+- for a lookahead judge, ``greedy_child [B, N+1]``: the tree's rank-0 child of each node, -1 for
+  none (the plugin, like :class:`.reference_engine.ReferenceTargetEngine`, counts a child past
+  ``draft_lens[b]`` as none).
 
 Drafting with a stock draft engine gives the greedy chain and the draft's logits at each chain
 step, so the trees it can fill are CHAIN TREES: every node off the greedy chain is a leaf (the
@@ -36,7 +39,8 @@ class PackedCycle:
     draft_lens: np.ndarray  # [B] int32
     paths: np.ndarray  # [B, P, D+1] int32, -1 padded
     threshold: np.ndarray  # [B] float32
-    draft_hidden: np.ndarray | None = None  # [B*(N+1), Hd] float32 (DD-DT)
+    draft_hidden: np.ndarray | None = None  # [B*(N+1), Hd] float32 (blocks DD, DD1)
+    greedy_child: np.ndarray | None = None  # [B, N+1] int32: rank-0 child of each node, -1 none (lookahead blocks)
 
     @property
     def batch(self) -> int:
@@ -129,6 +133,7 @@ def pack_cycle(
     draft_lens: np.ndarray,  # [B] int
     threshold: np.ndarray,  # [B] float in [0, 1]
     draft_hidden: np.ndarray | None = None,  # [B, N+1, Hd]
+    greedy_child: bool = False,  # pack the tree's greedy children (a lookahead judge reads them)
 ) -> PackedCycle:
     node_tokens, draft_lens = np.asarray(node_tokens), np.asarray(draft_lens)
     threshold = np.asarray(threshold, np.float32).reshape(-1)
@@ -174,6 +179,7 @@ def pack_cycle(
         paths=np.repeat(tree.paths[None].astype(np.int32), B, axis=0),
         threshold=threshold,
         draft_hidden=None if draft_hidden is None else np.asarray(draft_hidden, np.float32).reshape(B * (N + 1), -1),
+        greedy_child=np.repeat(tree.greedy_child[None].astype(np.int32), B, axis=0) if greedy_child else None,
     )
 
 
@@ -209,6 +215,8 @@ def engine_feed(cycle: PackedCycle, num_layers: int, max_input_len: int, max_seq
     }
     if cycle.draft_hidden is not None:
         feed[io_spec.DRAFT_HIDDEN] = (cycle.draft_hidden, False)  # [B*(N+1), Hd]
+    if cycle.greedy_child is not None:
+        feed[io_spec.GREEDY_CHILD] = (cycle.greedy_child, False)  # [B, N+1]
     if int(cycle.context_lengths.max()) > max_input_len:
         raise ValueError(f"a context row has {int(cycle.context_lengths.max())} tokens, the engine's max_input_len is "
                          f"{max_input_len}: rebuild with a larger --max_input_len or lower max_new_tokens")

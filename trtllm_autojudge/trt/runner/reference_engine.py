@@ -2,10 +2,12 @@
 
 :class:`ReferenceTargetEngine` takes exactly the inputs of the AutoJudge target engine
 (:class:`.packing.PackedCycle`) and returns exactly its outputs: it runs every context row through
-the target, gathers the final-norm hidden state and logits at ``node_rows``, scores the judge and
-applies :func:`trtllm_autojudge.spec.acceptance.accept_tree`. :class:`ReferenceDraftEngine`
+the target, gathers the final-norm hidden state and logits at ``node_rows``, scores the judge
+(:func:`node_judge_logits`, any setup the plugin computes) and applies
+:func:`trtllm_autojudge.spec.acceptance.accept_tree`. :class:`ReferenceDraftEngine`
 returns what the draft engine returns through the executor: greedy tokens, generation logits and
-the hidden-state rows of the DD-DT draft engine's additional output (:mod:`.draft_spec`).
+the hidden-state rows of the additional output of a draft engine built for the blocks DD and DD1
+(:mod:`.draft_spec`).
 :class:`ReferenceStockTarget` is the stock route's target engine inside the executor's draft-target
 flow: one packed step, the logits-mode rewrite, the runtime's exact-match acceptance.
 :class:`ReferenceDrafter` is the engine path's drafter (:class:`.chain_drafter.ChainTreeDrafter`)
@@ -19,11 +21,13 @@ import numpy as np
 import torch
 
 from ...decoding.rules import judge_relaxed
-from ...judge.export import unsupported_reason
+from ...decoding.tree import DraftTree
 from ...judge.head import JudgeHead
+from ...judge.lookahead import node_lookahead
 from ...models.protocol import LanguageModel
 from ...spec import packed_step
 from ...spec.acceptance import Acceptance, accept_tree
+from ..engine.routes import check_route_judge
 from .chain_drafter import ChainTreeDrafter, DraftOutput
 from .packing import PackedCycle
 
@@ -43,32 +47,68 @@ def forward_rows(lm: LanguageModel, input_ids: np.ndarray, context_lengths: np.n
     return torch.cat(logits), torch.cat(hidden)
 
 
+def node_judge_logits(
+    head: JudgeHead,
+    node_tokens: np.ndarray,  # [N] int: token of node n at index n-1
+    greedy_child: np.ndarray | None,  # [N+1] int: rank-0 child of each node, -1 none (read by lookahead judges)
+    n_valid: int,  # nodes 1..n_valid were drafted
+    logits: torch.Tensor,  # [N+1, V]: the target's logits with node n as the last input token
+    hidden: torch.Tensor,  # [N+1, Ht]: its final-norm hidden states there
+    draft_hidden: torch.Tensor | None,  # [N+1, Hd]: the draft's (blocks DD, DD1)
+) -> np.ndarray:  # [N+1] float64
+    """The judge logit of nodes 1..n_valid of one sequence as the plugin scores them, +inf at the root,
+    past n_valid and at a node without a verdict: each block with the node's token as the input, the
+    lookahead blocks from the rows of its greedy child and grandchild, where a greedy child past
+    n_valid counts as none (plugins/README.md, accept mode). The blocks are the Python rule's
+    (:func:`trtllm_autojudge.judge.lookahead.node_lookahead`), in float32 as
+    :class:`trtllm_autojudge.decoding.modes.JudgeRule` takes them; the dot product in float64."""
+    out = np.full(len(node_tokens) + 1, np.inf)
+    nodes = np.arange(1, n_valid + 1)  # [M]
+    if n_valid == 0:
+        return out
+    rows = torch.as_tensor(nodes)
+    blocks = {"DT": hidden[rows], "DD": None if draft_hidden is None else draft_hidden[rows]}
+    has_verdict = np.ones(n_valid, bool)  # [M]
+    if head.lookahead:
+        child = np.asarray(greedy_child, np.int64)
+        child = np.where((child >= 1) & (child <= n_valid), child, -1)  # [N+1]
+        more, has_verdict = node_lookahead(head.blocks, child, node_tokens, nodes, logits, hidden, draft_hidden)
+        blocks.update(more)
+    x = torch.cat([blocks[b].float() for b in head.blocks], dim=-1).double().cpu().numpy()  # [M, F]
+    w, c = head.folded()
+    out[nodes] = np.where(has_verdict, x @ w.astype(np.float64) + c, np.inf)
+    return out
+
+
 class ReferenceTargetEngine:
     """The AutoJudge target engine (accept mode) on the reference runtime."""
 
     def __init__(self, target: LanguageModel, head: JudgeHead):
-        reason = unsupported_reason(head, "plugin")  # this engine computes what the plugin does
-        if reason:
-            raise ValueError(reason)
+        check_route_judge("context", head)  # this engine computes what the plugin does
         head.check_models(target_hidden=target.hidden_size)
         self.target, self.head = target, head
         self.needs_draft_hidden = head.needs_draft_hidden
-        self.w, self.c = head.folded()
+        self.needs_greedy_child = head.lookahead > 0
 
     @torch.inference_mode()
     def verify(self, cycle: PackedCycle) -> Acceptance:
         B, N = cycle.draft_tokens.shape
+        for needed, given, what in ((self.needs_draft_hidden, cycle.draft_hidden, "the draft's hidden states"),
+                                    (self.needs_greedy_child, cycle.greedy_child, "the greedy children")):
+            if needed and given is None:
+                raise ValueError(f"judge setup {self.head.setup} needs {what} in the cycle")
         logits, hidden = forward_rows(self.target, cycle.input_ids, cycle.context_lengths)
         rows = torch.as_tensor(cycle.node_rows, dtype=torch.long)
-        node_logits, node_hidden = logits[rows], hidden[rows]  # [B*(N+1), V], [B*(N+1), Ht]
-        blocks = {"DT": node_hidden.double().cpu().numpy()}
-        if self.needs_draft_hidden:
-            if cycle.draft_hidden is None:
-                raise ValueError(f"judge setup {self.head.setup} needs the draft's hidden states in the cycle")
-            blocks["DD"] = cycle.draft_hidden.astype(np.float64)
-        x = np.concatenate([blocks[b] for b in self.head.blocks], axis=1)  # [B*(N+1), F]
-        judge_logit = (x @ self.w.astype(np.float64) + self.c).reshape(B, N + 1)
-        target_argmax = node_logits.argmax(-1).cpu().numpy().reshape(B, N + 1)
+        node_logits = logits[rows].view(B, N + 1, -1)  # [B, N+1, V]
+        node_hidden = hidden[rows].view(B, N + 1, -1)  # [B, N+1, Ht]
+        draft_hidden = (torch.as_tensor(cycle.draft_hidden).view(B, N + 1, -1)  # [B, N+1, Hd]
+                        if self.needs_draft_hidden else [None] * B)
+        greedy_child = cycle.greedy_child if self.needs_greedy_child else [None] * B  # [B, N+1]
+        judge_logit = np.stack([  # [B, N+1]
+            node_judge_logits(self.head, cycle.draft_tokens[b], greedy_child[b], int(np.clip(cycle.draft_lens[b], 0, N)),
+                              node_logits[b], node_hidden[b], draft_hidden[b])
+            for b in range(B)])
+        target_argmax = node_logits.argmax(-1).cpu().numpy()  # [B, N+1]
         relaxed = judge_relaxed(judge_logit, cycle.threshold.astype(np.float64))
         return accept_tree(cycle.draft_tokens, target_argmax, cycle.paths, relaxed, cycle.draft_lens)
 
@@ -118,17 +158,18 @@ class ReferenceStockTarget:
     The cycle is one packed step of context requests, ``prefix + drafts`` each, laid out as
     TensorRT-LLM lays a last context chunk out (``host_context_lengths = len(prefix) + K``, rows at
     the last 1 + K tokens). The logits and the LM head's input rows are gathered at
-    ``last_token_ids``, the plugin's rule rewrites the logits (:func:`.packed_step.rewrite_logits`,
-    judge logits in float64), and the runtime's exact-match acceptance reads the rewritten argmax.
+    ``last_token_ids``; each request's rows are a chain (its root, then its drafts), scored as the
+    plugin's logits mode scores them (:func:`node_judge_logits`; a target-only judge, lookahead
+    blocks from the next draft rows); the plugin's rule rewrites the logits
+    (:func:`.packed_step.rewrite_logits`), and the runtime's exact-match acceptance reads the
+    rewritten argmax.
     """
 
     def __init__(self, target: LanguageModel, head: JudgeHead, threshold: float | None = None):
-        if head.setup != "DT":
-            raise ValueError(f"the stock route takes DT judges; this judge is {head.setup}")
+        check_route_judge("stock", head)
         head.check_models(target_hidden=target.hidden_size)
         self.target, self.head = target, head
         self.threshold = head.threshold if threshold is None else float(threshold)
-        self.w, self.c = head.folded()
 
     @torch.inference_mode()
     def verify(self, prefixes: list[list[int]], drafts: list[list[int]]) -> list[list[int]]:
@@ -141,18 +182,23 @@ class ReferenceStockTarget:
         rows = np.asarray(last_token_ids, np.int32)
         logits, hidden = forward_rows(self.target, input_ids, lengths)  # [T, V], [T, Ht]
         gathered = torch.as_tensor(rows - 1, dtype=torch.long)
-        row_logits = logits[gathered].float().cpu().numpy()  # [L, V]: the engine's logits rows
-        judge_logit = hidden[gathered].double().cpu().numpy() @ self.w.astype(np.float64) + self.c  # [L]
+        row_logits, row_hidden = logits[gathered], hidden[gathered]  # [L, V], [L, Ht]: the LM head's output, input
+        roots = np.cumsum([0] + [len(d) + 1 for d in drafts])[:-1]  # [S]: each request's first row
+        judge_logit = np.concatenate([  # [L]: per request its root row, then one row per draft
+            node_judge_logits(self.head, np.asarray(draft, np.int64), DraftTree.chain(len(draft)).greedy_child,
+                              len(draft), row_logits[root:root + len(draft) + 1],
+                              row_hidden[root:root + len(draft) + 1], None)
+            for root, draft in zip(roots, drafts)])
+        row_logits = row_logits.float().cpu().numpy()
         request_types = np.full(len(prefixes), packed_step.CONTEXT_REQUEST, np.int32)
         rewritten = packed_step.rewrite_logits(row_logits, row_logits.argmax(-1), judge_logit, input_ids, rows,
                                                request_types, lengths, self.threshold)
         decided = rewritten.argmax(-1)  # what the stock greedy decoder reads
-        out, root = [], 0
-        for draft in drafts:
+        out = []
+        for root, draft in zip(roots, drafts):
             accepted = 0
             while accepted < len(draft) and draft[accepted] == decided[root + accepted]:
                 accepted += 1
             out.append([int(t) for t in draft[:accepted]] + [int(decided[root + accepted])])
-            root += len(draft) + 1
         return out
 

@@ -67,7 +67,7 @@ class SpawnedTargetPool:
         if isinstance(status, str):
             self.inter.Disconnect()
             raise RuntimeError(f"the target workers failed to start: {status}")
-        self.needs_draft_hidden = bool(status)
+        self.needs_draft_hidden, self.needs_greedy_child = status
 
     def verify(self, cycle: PackedCycle) -> Acceptance:
         self.inter.bcast(cycle, root=self._root)
@@ -98,7 +98,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     rank = comm.Get_rank()
     try:
         verifier = load_factory(args.factory)(rank=rank, **json.loads(args.kwargs))
-        status = bool(verifier.needs_draft_hidden)
+        status = (bool(verifier.needs_draft_hidden), bool(verifier.needs_greedy_child))  # what the cycles must carry
     except Exception as e:  # report to the parent instead of hanging it
         verifier, status = None, f"rank {rank}: {type(e).__name__}: {e}"
     statuses = comm.allgather(status)

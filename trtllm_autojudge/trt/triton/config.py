@@ -9,14 +9,17 @@ Models (``<repo>/<name>/config.pbtxt`` + ``<repo>/<name>/1/model.py`` for Python
   returns the generation logits a chain tree's siblings need (``draft_width`` > 1) only when built
   with ``--gather_generation_logits`` (``build-engines --width`` > 1; :func:`check_draft_width`);
 - ``autojudge_target`` (Python, one GPU): the AutoJudge target engine through
-  ``tensorrt_llm.runtime.Session``; one verification cycle in, the plugin's outputs out;
+  ``tensorrt_llm.runtime.Session``; one verification cycle in (with ``greedy_child`` for a lookahead
+  judge, the engine input ``autojudge_greedy_child``), the plugin's outputs out;
 - ``autojudge_bls`` (Python, BLS): the speculative loop, reading the AutoJudge outputs (accepted
   tokens, lengths, judged counts) each cycle. Request parameters: ``threshold`` and
   ``num_draft_tokens`` (plus ``draft_width`` for chain trees); per-request metrics come back as
   outputs.
 
-The Python model files live in ``trtllm_autojudge/trt/triton/models/`` and are copied in; they need
-this package and TensorRT-LLM 1.2 installed in Triton's Python environment.
+The repository serves target-only judges (:mod:`..engine.routes`): its draft is the stock model,
+which returns no hidden states for the blocks DD and DD1. The Python model files live in
+``trtllm_autojudge/trt/triton/models/`` and are copied in; they need this package and TensorRT-LLM
+1.2 installed in Triton's Python environment.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import shutil
 from pathlib import Path
 
 from .pbtxt import Enum, parameters, to_pbtxt
-from .tensors import ACCEPTANCE_TENSORS, CYCLE_TENSORS
+from .tensors import ACCEPTANCE_TENSORS, CYCLE_TENSORS, OPTIONAL_CYCLE_TENSORS
 
 MODELS = ("preprocessing", "postprocessing", "tensorrt_llm_draft", "autojudge_target", "autojudge_bls")
 MODEL_SOURCES = Path(__file__).with_name("models")
@@ -91,7 +94,8 @@ def repository_configs(*, draft_engine_dir: str, target_engine_dir: str, tokeniz
                        bls_instances: int = 4, kv_cache_fraction: float = 0.4) -> dict[str, dict]:
     """Model name -> ModelConfig (as a dict for :func:`.pbtxt.to_pbtxt`)."""
     tok = {"tokenizer_dir": tokenizer_dir}
-    cycle_in = [_io(n, k, d) for n, (k, d) in CYCLE_TENSORS.items()]
+    cycle_in = [_io(n, k, d, **({"optional": True} if n in OPTIONAL_CYCLE_TENSORS else {}))
+                for n, (k, d) in CYCLE_TENSORS.items()]
     acc_out = [_io(n, k, d) for n, (k, d) in ACCEPTANCE_TENSORS.items()]
     return {
         "preprocessing": python_model("preprocessing", [_io("text_input", "TYPE_STRING", [1])],

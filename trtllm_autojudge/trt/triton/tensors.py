@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...spec.acceptance import Acceptance
+from ..engine.routes import route_setups
 from ..runner.packing import PackedCycle
 
 # autojudge_target: one verification cycle in, the plugin's outputs back (no batch dimension).
@@ -21,7 +22,9 @@ CYCLE_TENSORS = {  # name -> (Triton data type, dims)
     "draft_lens": ("TYPE_INT32", [-1]),  # [B]
     "paths": ("TYPE_INT32", [-1, -1, -1]),  # [B, P, D+1]
     "threshold": ("TYPE_FP32", [-1]),  # [B]
+    "greedy_child": ("TYPE_INT32", [-1, -1]),  # [B, N+1]: only for a lookahead judge (blocks DT1, DT2, LS)
 }
+OPTIONAL_CYCLE_TENSORS = ("greedy_child",)  # absent from a cycle whose judge does not read them
 ACCEPTANCE_TENSORS = {
     "accepted_tokens": ("TYPE_INT32", [-1, -1]),  # [B, D+1]
     "accepted_lens": ("TYPE_INT32", [-1]),  # [B]
@@ -33,15 +36,19 @@ _NUMPY = {"TYPE_INT32": np.int32, "TYPE_FP32": np.float32}
 
 def cycle_to_tensors(cycle: PackedCycle) -> dict[str, np.ndarray]:
     if cycle.draft_hidden is not None:
-        raise ValueError("the Triton target model runs DT judges (the stock draft engine gives no hidden states)")
-    return {name: np.ascontiguousarray(getattr(cycle, name), _NUMPY[kind]) for name, (kind, _) in CYCLE_TENSORS.items()}
+        raise ValueError(f"the Triton target model runs {route_setups('triton-context')}: the stock draft model gives "
+                         f"no hidden states")
+    return {name: np.ascontiguousarray(getattr(cycle, name), _NUMPY[kind]) for name, (kind, _) in CYCLE_TENSORS.items()
+            if getattr(cycle, name) is not None}
 
 
-def tensors_to_cycle(tensors: dict[str, np.ndarray]) -> PackedCycle:
-    missing = set(CYCLE_TENSORS) - set(tensors)
+def tensors_to_cycle(tensors: dict[str, np.ndarray | None]) -> PackedCycle:
+    """The cycle of an ``autojudge_target`` request's inputs (an optional one absent or None)."""
+    missing = {n for n in CYCLE_TENSORS if tensors.get(n) is None} - set(OPTIONAL_CYCLE_TENSORS)
     if missing:
         raise ValueError(f"autojudge_target request lacks {sorted(missing)}")
-    return PackedCycle(**{name: np.asarray(tensors[name], _NUMPY[kind]) for name, (kind, _) in CYCLE_TENSORS.items()})
+    return PackedCycle(**{name: np.asarray(tensors[name], _NUMPY[kind]) for name, (kind, _) in CYCLE_TENSORS.items()
+                          if tensors.get(name) is not None})
 
 
 def acceptance_to_tensors(acc: Acceptance) -> dict[str, np.ndarray]:

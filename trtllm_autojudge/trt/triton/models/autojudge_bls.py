@@ -6,7 +6,8 @@ the engine runner uses). Request inputs: ``text_input``, ``max_tokens``, optiona
 (default: the judge file's), ``num_draft_tokens`` (D, default: the engine's longest path) and
 ``draft_width`` (W, default 1; W > 1 needs a draft built with ``--gather_generation_logits``).
 Outputs: ``text_output``, ``output_ids`` and the per-request metrics ``accepted_lengths`` /
-``judged_counts`` (one entry per cycle) and ``cycles``.
+``judged_counts`` (one entry per cycle) and ``cycles``. It serves target-only judges (the stock draft
+model returns no hidden states); for a lookahead judge each cycle carries ``greedy_child``.
 """
 import json
 from pathlib import Path
@@ -16,8 +17,9 @@ import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
 
 from trtllm_autojudge.judge.head import JudgeHead
-from trtllm_autojudge.trt.runner.drafts import draft_from_outputs
 from trtllm_autojudge.trt.engine.io_spec import EngineBlock
+from trtllm_autojudge.trt.engine.routes import check_route_judge, route_setups
+from trtllm_autojudge.trt.runner.drafts import draft_from_outputs
 from trtllm_autojudge.trt.runner.loop import DraftProposal, engine_generate
 from trtllm_autojudge.trt.runner.packing import chain_tree, chain_width, tree_from_chain
 from trtllm_autojudge.trt.triton.config import check_draft_width
@@ -31,7 +33,7 @@ class TritonDrafter:
 
     def propose(self, prefixes, tree, need_hidden):
         if need_hidden:
-            raise ValueError("the stock draft engine gives no hidden states: serve DT judges")
+            raise ValueError(f"the stock draft model gives no hidden states: serve {route_setups('triton-context')}")
         D, W = tree.max_depth, chain_width(tree)
         (prefix,) = prefixes
         response = call(self.model_name, {
@@ -54,8 +56,9 @@ class TritonDrafter:
 class TritonVerifier:
     needs_draft_hidden = False
 
-    def __init__(self, model_name):
+    def __init__(self, model_name, needs_greedy_child):
         self.model_name = model_name
+        self.needs_greedy_child = needs_greedy_child  # a lookahead judge: the cycles carry greedy_child
 
     def verify(self, cycle):
         response = call(self.model_name, cycle_to_tensors(cycle), list(ACCEPTANCE_TENSORS))
@@ -69,8 +72,7 @@ class TritonPythonModel:
         engine_config = json.loads((Path(p["target_engine_dir"]) / "config.json").read_text())
         self.block = EngineBlock.from_engine_config(engine_config)
         head = JudgeHead.load(self.block.judge_file)
-        if head.needs_draft_hidden:
-            raise ValueError(f"judge setup {head.setup} needs draft hidden states; Triton serves DT judges")
+        check_route_judge("triton-context", head)
         self.default_threshold = head.threshold
         self.draft_engine_config = json.loads((Path(p["draft_engine_dir"]) / "config.json").read_text())
         self.tokenizer = AutoTokenizer.from_pretrained(p["tokenizer_dir"])
@@ -78,7 +80,7 @@ class TritonPythonModel:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         self.stop_ids = [eos]
         self.drafter = TritonDrafter(p["draft_model_name"], int(engine_config["pretrained_config"]["vocab_size"]), eos, pad)
-        self.verifier = TritonVerifier(p["target_model_name"])
+        self.verifier = TritonVerifier(p["target_model_name"], needs_greedy_child=head.lookahead > 0)
 
     def _one(self, request):
         prompt = output_array(call(self.names["preprocessing_model_name"],

@@ -1,7 +1,7 @@
 """Triton model ``autojudge_target``: one verification cycle on the AutoJudge target engine.
 
-Inputs/outputs: :data:`trtllm_autojudge.trt.triton.tensors.CYCLE_TENSORS` ->
-:data:`~trtllm_autojudge.trt.triton.tensors.ACCEPTANCE_TENSORS`. The engine runs through
+Inputs/outputs: :data:`trtllm_autojudge.trt.triton.tensors.CYCLE_TENSORS` (``greedy_child`` only
+for a lookahead judge) -> :data:`~trtllm_autojudge.trt.triton.tensors.ACCEPTANCE_TENSORS`. The engine runs through
 ``tensorrt_llm.runtime.Session`` (:class:`trtllm_autojudge.trt.runner.engines.EngineTargetVerifier`)
 on this instance's GPU, or, for an engine built with ``--tp_size N > 1``, on N MPI ranks this model
 spawns (:class:`trtllm_autojudge.trt.runner.tp_pool.SpawnedTargetPool`; start tritonserver under
