@@ -9,7 +9,8 @@ set -euo pipefail
 WORK=${WORK:-./autojudge-gsm8k}
 DEPTH=${DEPTH:-8}          # draft tokens per cycle
 THRESHOLD=${THRESHOLD:-}   # empty: the judge file's default (chosen on the validation frontier)
-SETUP=${SETUP:-DT}         # judge features: DT, or DD-DT (build-engines then builds a draft that returns its hidden states)
+SETUP=${SETUP:-DT}         # judge features: any setup of DT, DD, DT1, DT2, DD1, LS, e.g. DD-DT or DT-DT1-DT2-LS
+                           # (with DD or DD1, build-engines builds a draft that returns its hidden states)
 mkdir -p "$WORK"
 
 # 1. Judge: mine labels with the pair, extract $SETUP features, train (skip if you have a judge file).
@@ -24,7 +25,7 @@ fi
 trtllm-autojudge build-plugin
 PLUGIN=$(pwd)/build/plugins/lib/libautojudge_trt_plugin.so
 
-# 3. Engines: draft (stock for DT, with its hidden states as an output for DD-DT) + AutoJudge target
+# 3. Engines: draft (stock for a target-only judge, with its hidden states as an output for DD / DD1) + AutoJudge target
 #    (context-only rows, plugin after the LM head).
 trtllm-autojudge build-engines --draft_model_dir "$DRAFT" --target_model_dir "$TARGET" \
     --judge "$WORK/judge.safetensors" --plugin_lib "$PLUGIN" --output_dir "$WORK" \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The stock route with tensor parallelism: a stock draft_tokens_external target whose logits the judge
 # rewrites, driven by the executor's draft-target flow on N ranks. GPU host with N GPUs,
-# tensorrt-llm==1.2.*, a DT judge file and the plugin library (examples/gsm8k_llama_engine.sh steps
-# 1-2). Not run on the project's machines (docs/deploy.md).
+# tensorrt-llm==1.2.*, a judge file of a target-only setup (DT, or DT-DT1-DT2-LS: SETUP of
+# examples/gsm8k_llama_engine.sh step 1) and the plugin library (its step 2). Not run on the
+# project's machines (docs/deploy.md).
 #
 #   N=2 DRAFT=... TARGET=... JUDGE=judge.safetensors PLUGIN=libautojudge_trt_plugin.so bash examples/stock_tensor_parallel.sh
 set -euo pipefail
