@@ -13,8 +13,8 @@ one output folder holds one of them.
 A judge run at one threshold also answers every threshold inside its threshold margin
 (:mod:`..decoding.modes`): such a point copies the run instead of decoding again (``reused_from``
 names the point it came from; its seconds are that run's). Only runs of the same judge (by
-fingerprint) and the same per-response limit are reused; the core keeps no margin, so its runs are
-never reused.
+fingerprint) are reused, under the same per-response limit or one the run never reached; the core
+keeps no margin, so its runs are never reused.
 """
 from __future__ import annotations
 
@@ -136,6 +136,15 @@ def fused_for(rule, accept_impl: str) -> bool:
     return True
 
 
+def _same_under_limits(run: dict, run_limit: int | None, limit: int | None) -> bool:
+    """Whether a run made under the per-response limit ``run_limit`` decodes as it did under ``limit``
+    (None: no limit). The same limit, or a run whose judged acceptances stayed below both: a limit
+    that is never reached only cuts paths the walk does not choose (its best path keeps every judged
+    node, and a cut path only gets shorter), so it changes nothing."""
+    below = lambda m: m is None or run["judged_accepts"] < m  # noqa: E731
+    return run_limit == limit or (below(run_limit) and below(limit))
+
+
 class MarginIndex:
     """The judge runs of one judge, by question, with their threshold margins: which run answers
     a judge point without decoding again (module docstring)."""
@@ -157,7 +166,7 @@ class MarginIndex:
         for run in self.by_question.get(qid, ()):
             lo, hi = (-math.inf if run["judge_margin"][0] is None else run["judge_margin"][0],
                       math.inf if run["judge_margin"][1] is None else run["judge_margin"][1])
-            if OperatingPoint.parse(run["spec"]).max_judged == limit and lo < cut <= hi:
+            if _same_under_limits(run, OperatingPoint.parse(run["spec"]).max_judged, limit) and lo < cut <= hi:
                 return {**run, "spec": point.spec, "reused_from": run.get("reused_from", run["spec"])}
         return None
 
