@@ -255,3 +255,25 @@ def test_the_compiled_core_decides_as_the_python_rule(tmp_path, setup):
     with pytest.raises(ValueError, match="per-response limit 2\\): use --accept-impl python"):
         run_points(target, draft, decode, questions, parse_points("judge@0.45,2"), DraftTree.chain(K), checker,
                    tmp_path / "limited", judge, None, MAX_NEW, progress=False, accept_impl="core")
+
+
+def test_certified_frontier_script_plots_each_series(evaluated, tmp_path):
+    """build_scripts/certified_frontier.py reads eval and calibrate folders and writes a PNG and the rows."""
+    import runpy
+    from pathlib import Path as P
+
+    out, runs, rows, *_ = evaluated
+    write_summary(rows, out, {})
+    cal = tmp_path / "cal"
+    cal.mkdir()
+    (cal / "calibration.json").write_text(json.dumps({"candidates": [dict(r, threshold=0.3, certified=True)
+                                                                     for r in rows if r["method"] == "judge"]}))
+    main = runpy.run_path(str(P(__file__).resolve().parents[1] / "build_scripts" / "certified_frontier.py"),
+                          run_name="certified_frontier")["main"]
+    assert main(["--series", f"eval={out}", "--series", f"cal={cal}", "--budget", "0.01", "--out",
+                 str(tmp_path / "f.png"), "--json", str(tmp_path / "f.json")]) == 0
+    data = json.loads((tmp_path / "f.json").read_text())
+    assert [r["spec"] for r in data["eval"]] == ["judge@0.3", "judge@0.6"] and len(data["cal"]) == 2
+    assert (tmp_path / "f.png").stat().st_size > 0
+    with pytest.raises(SystemExit, match="neither calibration.json"):
+        main(["--series", f"x={tmp_path}", "--out", str(tmp_path / "g.png")])

@@ -50,3 +50,40 @@ def plot_frontier(rows: list[dict], path: str | Path, title: str = "", min_agree
     fig.tight_layout()
     fig.savefig(path)
     return Path(path)
+
+
+def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, budget: float | None = None,
+                            title: str = "") -> Path:
+    """Gain against certificate: for each named judge (a lever tried), one curve of its summary rows
+    over thresholds, x = the one-sided 95% upper bound on the share of answers changed, y = tokens
+    per target forward against lossless (with its interval as an error bar); ``budget``: a dashed
+    line at the largest bound a user accepts. Rows that did not run every question are left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.5, 4.8), dpi=120)
+    ax = fig.add_subplot()
+    for name, rows in series.items():
+        full = max((r["questions"] for r in rows), default=0)
+        pts = sorted((r["answer_change_bound"], r["vs_lossless"], r["vs_lossless_lo"], r["vs_lossless_hi"])
+                     for r in rows if r["questions"] == full)
+        if not pts:
+            continue
+        xs, ys, los, his = zip(*pts)
+        err = [[y - lo for y, lo in zip(ys, los)], [hi - y for y, hi in zip(ys, his)]]
+        ax.errorbar(xs, ys, yerr=err, fmt="o-", ms=4, capsize=2, label=f"{name} ({full} questions)")
+    if budget is not None:
+        ax.axvline(budget, color="gray", ls="--", lw=1, label=f"answer budget ({budget:.0%})")
+    from matplotlib.ticker import PercentFormatter
+
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("95% upper bound on the share of answers changed (Clopper-Pearson)")
+    ax.set_ylabel("tokens per target forward / lossless's")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(textwrap.fill(title or "gain against certificate", 90), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    return Path(path)
