@@ -1,13 +1,15 @@
-"""Speculative decoding of one sequence: the draft proposes a tree, the target verifies it in one
-forward pass, and :func:`..spec.acceptance.accept_tree` keeps the accepted prefix of the best path plus
-the correction token. Words as in :mod:`..spec.acceptance`.
+"""Speculative decoding of one sequence: a drafter (:mod:`.drafter`) proposes a tree, the target
+verifies it in one forward pass, and :func:`..spec.acceptance.accept_tree` keeps the accepted prefix of
+the best path plus the correction token. Words as in :mod:`..spec.acceptance`.
 
-KV caches: each model's session has consumed ``tokens[:cached_len]``; the rest (at least the root)
+KV caches: the target's session has consumed ``tokens[:cached_len]``; the rest (at least the root)
 is PENDING and is fed at the start of the next forward. After a cycle the target keeps the cache
 entries of the accepted nodes (computed on their tokens, judged ones included, so they stay valid)
-and the correction token becomes the new root. The draft consumes the last level of the tree only
-when a DD judge's walk may consult a last-level node (:func:`leaf_may_matter`): for a chain of K,
-K draft forwards a cycle, K + 1 in the cycles whose first mismatch is the last node.
+and the correction token becomes the new root; the drafter is told the outcome
+(:meth:`.drafter.DraftSession.commit`), with the target's hidden states of the consumed tokens when it
+reads them (EAGLE). A model drafter consumes the last level of the tree only when a DD judge's walk
+may consult a last-level node (:func:`leaf_may_matter`): for a chain of K, K draft forwards a cycle,
+K + 1 in the cycles whose first mismatch is the last node.
 """
 from __future__ import annotations
 
@@ -20,8 +22,11 @@ import torch
 
 from ..models.protocol import LanguageModel, ModelSession
 from ..spec.acceptance import Acceptance, accept_tree
+from .drafter import Drafter
+from .dynamic_tree import DynamicTree
+from .model_drafter import ModelDrafter, feed_last_level, propose  # noqa: F401 (propose, feed_last_level: importers' API)
 from .modes import RelaxedRule, VerifyContext
-from .tree import DraftTree
+from .tree import DraftTree, attention_mask
 
 
 @dataclass
@@ -89,83 +94,6 @@ def _sync(device: torch.device) -> float:
     return time.perf_counter()
 
 
-def _mask(visible: int, cached: int, attend: list[list[int]]) -> torch.Tensor:
-    """[T, cached + T] bool: every new token sees cache entries [0, visible) plus its own list."""
-    mask = torch.zeros(len(attend), cached + len(attend), dtype=torch.bool)
-    mask[:, :visible] = True
-    for i, cols in enumerate(attend):
-        mask[i, cols] = True
-    return mask
-
-
-@dataclass
-class Proposal:
-    """What the draft proposed in one cycle, and the draft state it left behind.
-
-    The draft consumes every level but the last while drafting (it needs their logits); the last
-    level's hidden states, which only a DD judge's verdict on a last-level node needs, are computed
-    by :func:`feed_last_level` when the acceptance walk may consult such a node.
-    """
-
-    node_tokens: np.ndarray  # [N] int64: token of node n at index n-1
-    slots: dict[int, int]  # cache slot of every node the draft consumed
-    hidden: dict[int, torch.Tensor]  # node -> [Hd]: draft hidden state with that node as input
-    forwards: int  # draft forwards so far
-    visible: int  # draft cache entries up to the root (what every node sees besides its path)
-    root_pos: int  # position of the root token
-
-    def draft_hidden(self, num_nodes: int) -> torch.Tensor:
-        """[N+1, Hd]: row n is node n's hidden state; NaN for a node not consumed (never accepted)."""
-        rows = torch.full((num_nodes + 1, self.hidden[0].shape[-1]), float("nan"), dtype=self.hidden[0].dtype)
-        for n, h in self.hidden.items():
-            rows[n] = h
-        return rows
-
-
-def _feed_level(session: ModelSession, tree: DraftTree, prop: Proposal, level: list[int]):
-    """One draft forward over the nodes of one level; records their cache slots and hidden states."""
-    base = session.cached_len
-    if tree.is_chain:
-        out = session.forward([int(prop.node_tokens[level[0] - 1])])
-    else:
-        attend = [[prop.slots[a] for a in tree.path_to(n)[:-1]] + [base + i] for i, n in enumerate(level)]
-        out = session.forward(
-            [int(prop.node_tokens[n - 1]) for n in level],
-            positions=[prop.root_pos + int(tree.depths[n]) for n in level],
-            mask=_mask(prop.visible, base, attend),
-        )
-    prop.forwards += 1
-    for i, n in enumerate(level):
-        prop.slots[n], prop.hidden[n] = base + i, out.hidden[i]
-    return out
-
-
-def propose(session: ModelSession, tokens: list[int], tree: DraftTree) -> Proposal:
-    """Draft the tree after ``tokens`` greedily (node n takes its parent's ranks[n]-th token).
-
-    The last level is drafted but not consumed: see :func:`feed_last_level`.
-    """
-    out = session.forward(tokens[session.cached_len :])
-    prop = Proposal(np.zeros(tree.num_nodes, np.int64), {}, {0: out.hidden[-1]}, 1, session.cached_len, len(tokens) - 1)
-    logits = {0: out.logits[-1]}
-    levels = tree.levels
-    for d, level in enumerate(levels):
-        for m in sorted({tree.parents[n] for n in level}):
-            top = torch.topk(logits[m], max(tree.ranks[n] for n in level if tree.parents[n] == m) + 1).indices
-            for n in level:
-                if tree.parents[n] == m:
-                    prop.node_tokens[n - 1] = int(top[tree.ranks[n]])
-        if d < len(levels) - 1:
-            out = _feed_level(session, tree, prop, level)
-            logits.update((n, out.logits[i]) for i, n in enumerate(level))
-    return prop
-
-
-def feed_last_level(session: ModelSession, tree: DraftTree, prop: Proposal) -> None:
-    """Consume the last level, so that :meth:`Proposal.draft_hidden` has every row."""
-    _feed_level(session, tree, prop, tree.levels[-1])
-
-
 def leaf_may_matter(accepted_len: int, tree: DraftTree) -> bool:
     """Whether a rule's verdict on a last-level node can change this cycle's acceptance.
 
@@ -178,11 +106,11 @@ def leaf_may_matter(accepted_len: int, tree: DraftTree) -> bool:
     return accepted_len == D - 1 if tree.is_chain else accepted_len >= D - 1
 
 
-def verify(session: ModelSession, tokens: list[int], tree: DraftTree, node_tokens: np.ndarray):
+def tree_forward(session: ModelSession, tokens: list[int], tree: DraftTree, node_tokens: np.ndarray):
     """One target forward over the pending tokens and the whole tree.
 
-    Returns logits [N+1, V] and hidden states [N+1, Ht] (row n: node n as the input token) and the
-    cache length that holds the prefix up to the root.
+    Returns the forward's output (rows: the P pending tokens, the root last among them, then the N
+    nodes), P, and the cache length that holds the prefix up to the root.
     """
     pending = tokens[session.cached_len :]
     L, P = session.cached_len, len(pending)
@@ -194,16 +122,28 @@ def verify(session: ModelSession, tokens: list[int], tree: DraftTree, node_token
         attend = [list(range(L, L + i + 1)) for i in range(P)]
         attend += [list(range(L, L + P)) + [L + P + a - 1 for a in tree.path_to(n)] for n in range(1, tree.num_nodes + 1)]
         positions = list(range(L, L + P)) + [root_pos + int(tree.depths[n]) for n in range(1, tree.num_nodes + 1)]
-        out = session.forward(inputs, positions=positions, mask=_mask(L, L, attend))
-    return out.logits[P - 1 :], out.hidden[P - 1 :], L + P
+        out = session.forward(inputs, positions=positions, mask=attention_mask(L, L, attend))
+    return out, P, L + P
+
+
+def verify(session: ModelSession, tokens: list[int], tree: DraftTree, node_tokens: np.ndarray):
+    """:func:`tree_forward`'s logits [N+1, V] and hidden states [N+1, Ht] (row n: node n as the input
+    token) and the cache length that holds the prefix up to the root."""
+    out, P, keep = tree_forward(session, tokens, tree, node_tokens)
+    return out.logits[P - 1 :], out.hidden[P - 1 :], keep
+
+
+def as_drafter(draft: LanguageModel | Drafter) -> Drafter:
+    """A :class:`.drafter.Drafter` as it is, a language model as a :class:`.model_drafter.ModelDrafter`."""
+    return draft if isinstance(draft, Drafter) else ModelDrafter(draft)
 
 
 def speculative_generate(
     target: LanguageModel,
-    draft: LanguageModel,
+    draft: LanguageModel | Drafter,
     prompt_ids: Sequence[int],
     *,
-    tree: DraftTree,
+    tree: DraftTree | DynamicTree,
     rule: RelaxedRule | None = None,
     max_new_tokens: int = 256,
     stop_ids: Sequence[int] | None = None,
@@ -212,6 +152,8 @@ def speculative_generate(
 ) -> GenerationResult:
     """Generate greedily with a draft tree; ``rule=None`` is lossless (== target greedy decoding).
 
+    ``draft`` is a draft language model (drafting static trees) or any :class:`.drafter.Drafter`,
+    e.g. :class:`.eagle_drafter.EagleDrafter`, which also takes a :class:`.dynamic_tree.DynamicTree`.
     ``fused`` runs a judge rule and the path walk as one ``torch.ops.autojudge.accept`` call (the
     CUDA kernel on a GPU, the C++ host core on CPU) instead of the NumPy reference; the default is
     fused exactly when the models run on CUDA and the rule is fusable (``JudgeRule.fusable``: any
@@ -219,15 +161,20 @@ def speculative_generate(
     """
     if len(prompt_ids) == 0:
         raise ValueError("prompt_ids is empty: speculative decoding needs at least one prompt token")
-    if draft.vocab_size != target.vocab_size:
-        raise ValueError(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: they must share a tokenizer")
+    drafter = as_drafter(draft)
+    if drafter.vocab_size != target.vocab_size:
+        raise ValueError(f"draft vocab {drafter.vocab_size} != target vocab {target.vocab_size}: they must share a "
+                         f"tokenizer")
+    need_hidden = bool(rule is not None and rule.needs_draft_hidden)
+    if need_hidden and not drafter.has_draft_hidden:
+        raise ValueError(f"judge setup {getattr(getattr(rule, 'head', None), 'setup', '?')} reads the draft's hidden "
+                         f"states (blocks DD, DD1), and the {drafter.name} has none: it drafts from the target's own "
+                         f"hidden states, with no draft model. Use a target-only judge (DT, DT-DT1-DT2-LS) with it, or "
+                         f"draft with a draft model")
     tokens, n_prompt = [int(t) for t in prompt_ids], len(prompt_ids)
     stop = set(target.eos_token_ids if stop_ids is None else stop_ids)
-    t_sess, d_sess = target.session(), draft.session()
+    t_sess, d_sess = target.session(), drafter.start()
     device = getattr(target, "device", torch.device("cpu"))
-    paths = tree.paths[None]  # [1, P, D+1]
-    parents = np.asarray(tree.parents, np.int32)[None]  # [1, N+1]
-    need_hidden = bool(rule is not None and rule.needs_draft_hidden)
     # a lookahead judge has no verdict on the deepest level (no draft token after it) and reads none
     # of its draft hidden states (judge/lookahead.py): that level is never fed for it
     need_leaves = need_hidden and not getattr(rule, "lookahead", 0)
@@ -240,7 +187,7 @@ def speculative_generate(
     margin = [-np.inf, np.inf]  # the response's threshold margin (modes.py); None once a cycle kept none
     judged_so_far = 0
 
-    def decide(ctx: VerifyContext) -> tuple[Acceptance, float]:  # the acceptance, and the rule's seconds
+    def decide(ctx: VerifyContext, paths: np.ndarray) -> tuple[Acceptance, float]:  # the acceptance, the rule's seconds
         nonlocal margin
         if fused:
             t = _sync(device)
@@ -259,35 +206,41 @@ def speculative_generate(
 
     while len(tokens) - n_prompt < max_new_tokens:
         t0 = _sync(device)
-        prop = propose(d_sess, tokens, tree)
+        prop = d_sess.propose(tokens, tree)
+        ptree = prop.tree  # the tree drafted this cycle
+        paths = ptree.paths[None]  # [1, P, D+1]
+        parents = np.asarray(ptree.parents, np.int32)[None]  # [1, N+1]
         t1 = _sync(device)
-        logits, hidden, keep = verify(t_sess, tokens, tree, prop.node_tokens)
+        out, P, keep = tree_forward(t_sess, tokens, ptree, prop.node_tokens)
+        logits, hidden = out.logits[P - 1 :], out.hidden[P - 1 :]  # [N+1, V], [N+1, Ht]: node n as the input
         t2 = _sync(device)
-        ctx = VerifyContext(list(tokens), tree, prop.node_tokens[None], parents, logits, hidden,
-                            prop.draft_hidden(tree.num_nodes) if need_hidden else None, judged_so_far)
-        acc, t_rule = decide(ctx)
+        ctx = VerifyContext(list(tokens), ptree, prop.node_tokens[None], parents, logits, hidden,
+                            prop.draft_hidden(ptree.num_nodes) if need_hidden else None, judged_so_far)
+        acc, t_rule = decide(ctx, paths)
         t_leaves = 0.0
-        if need_leaves and leaf_may_matter(int(acc.accepted_len[0]), tree):
+        if need_leaves and leaf_may_matter(int(acc.accepted_len[0]), ptree):
             # the walk reached the last level, whose draft hidden rows were NaN (never accepted):
             # feed it and decide again, as if it had been fed while drafting (the same acceptance)
             t_l = _sync(device)
-            feed_last_level(d_sess, tree, prop)
+            d_sess.feed_last_level(prop)
             t_leaves = _sync(device) - t_l
-            ctx.draft_hidden = prop.draft_hidden(tree.num_nodes)
-            acc, t_again = decide(ctx)
+            ctx.draft_hidden = prop.draft_hidden(ptree.num_nodes)
+            acc, t_again = decide(ctx, paths)
             t_rule += t_again
         new = acc.tokens(0)
         nodes = [int(n) for n in paths[0, acc.best_path[0], 1 : acc.accepted_len[0] + 1]]
         if acc.judged_count[0]:
             judged_so_far += int(acc.judged_count[0])
             result.judged_tokens += [(len(tokens) - n_prompt + i, int(prop.node_tokens[n - 1]),
-                                      int(ctx.target_argmax[tree.parents[n]]))
-                                     for i, n in enumerate(nodes) if prop.node_tokens[n - 1] != ctx.target_argmax[tree.parents[n]]]
+                                      int(ctx.target_argmax[ptree.parents[n]]))
+                                     for i, n in enumerate(nodes) if prop.node_tokens[n - 1] != ctx.target_argmax[ptree.parents[n]]]
         t_sess.retain(keep, [keep + n - 1 for n in nodes])
-        d_nodes = nodes[: next((i for i, n in enumerate(nodes) if n not in prop.slots), len(nodes))]
-        d_sess.retain(len(tokens), [prop.slots[n] for n in d_nodes])
+        consumed = None  # [P + len(nodes), Ht]: the target's states of the pending tokens and the accepted nodes
+        if drafter.reads_target_hidden:
+            consumed = torch.cat([out.hidden[:P], hidden[nodes]]) if nodes else out.hidden[:P]
+        d_sess.commit(tokens + new, prop, nodes, consumed)
         t3 = _sync(device)
-        result.cycles.append(CycleMetrics(int(acc.accepted_len[0]), int(acc.judged_count[0]), tree.num_nodes,
+        result.cycles.append(CycleMetrics(int(acc.accepted_len[0]), int(acc.judged_count[0]), ptree.num_nodes,
                                           prop.forwards, 1, t1 - t0 + t_leaves, t2 - t1, t3 - t2 - t_leaves, t_rule))
         budget = max_new_tokens - (len(tokens) - n_prompt)
         for t in new[:budget]:

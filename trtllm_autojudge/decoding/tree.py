@@ -10,8 +10,18 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import torch
 
 from ..spec.acceptance import PAD
+
+
+def attention_mask(visible: int, cached: int, attend: list[list[int]]) -> torch.Tensor:
+    """[T, cached + T] bool: every new token sees cache entries [0, visible) plus its own list."""
+    mask = torch.zeros(len(attend), cached + len(attend), dtype=torch.bool)
+    mask[:, :visible] = True
+    for i, cols in enumerate(attend):
+        mask[i, cols] = True
+    return mask
 
 
 @dataclass(frozen=True)
