@@ -559,3 +559,14 @@ def test_make_judge_adds_templates_to_older_records(tmp_path):
     append_record(labels, {"id": "not-a-question", "prompt_ids": [1], "final_ids": [1], "labels": []})
     with pytest.raises(SystemExit, match="1 records .* are no question of --variants-per-template 2 --seed 7"):
         add_templates(labels, task, 2, 7)
+
+
+def test_make_judge_installs_the_best_target_only_judge_for_the_stock_route(tmp_path):
+    install_choices = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["install_choices"]
+    summary = {"DD-DT": {"val_roc_auc": 0.9}, "DT": {"val_roc_auc": 0.85}, "DT-DT1-DT2-LS": {"val_roc_auc": 0.88},
+               "DD-DT-DT1-DT2-DD1-LS": {"val_roc_auc": 0.91}}
+    main, stock = tmp_path / "judge.safetensors", tmp_path / "judge_stock.safetensors"
+    assert install_choices(summary, main, stock) == {main: "DD-DT-DT1-DT2-DD1-LS", stock: "DT-DT1-DT2-LS"}
+    assert install_choices(summary, main, None) == {main: "DD-DT-DT1-DT2-DD1-LS"}  # the task has no stock judge
+    assert install_choices({"DD-DT": {"val_roc_auc": 0.9}}, main, stock) == {main: "DD-DT"}  # no target-only setup
+    assert install_choices({"DT": {"val_roc_auc": 0.8}}, main, stock) == {main: "DT", stock: "DT"}  # both files
