@@ -219,6 +219,59 @@ Tensor rewriteLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16
     return out;
 }
 
+//! Tree logits mode (one TensorRT-LLM EAGLE engine step). Returns rewritten_logits [L, V] of target_logits' type.
+Tensor rewriteTreeLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16: request b's draft_lens[b] + 1 rows in order
+    Tensor targetHidden,                       // [L, Ht]
+    Tensor draftTokens,                        // [B, N] int32
+    Tensor draftLens,                          // [B] int32
+    Tensor paths,                              // [B, P, D + 1] int32
+    Tensor threshold,                          // [B] float32
+    Tensor judgeWeight,                        // [F] float32
+    double judgeBias, std::vector<int64_t> featureBlocks, // [K] FeatureBlock codes (none reads the draft)
+    std::optional<Tensor> greedyChild,         // [B, N + 1] int32 (blocks DT1, DT2, LS)
+    std::optional<Tensor> rewrittenLogits)     // [L, V] out
+{
+    c10::cuda::CUDAGuard guard(targetLogits.device());
+    autojudge::NodeRows const nodes
+        = nodeRows(targetLogits, targetHidden, std::nullopt, judgeWeight, judgeBias, featureBlocks);
+    at::Device const device = targetLogits.device();
+    check(draftTokens, "draft_tokens", "[B, N]", device, at::kInt, {-1, -1});
+    int64_t const batch = draftTokens.size(0);
+    int64_t const numDraftNodes = draftTokens.size(1);
+    TORCH_CHECK(numDraftNodes + 1 <= autojudge::kMaxTreeNodes, "at most ", autojudge::kMaxTreeNodes - 1,
+        " draft nodes per request, got ", numDraftNodes);
+    check(draftLens, "draft_lens", "[B]", device, at::kInt, {batch});
+    check(paths, "paths", "[B, P, D + 1]", device, at::kInt, {batch, -1, -1});
+    TORCH_CHECK(paths.size(2) >= 1 && paths.size(1) <= INT32_MAX, "paths must be [B, P, D + 1] with D + 1 >= 1");
+    check(threshold, "threshold", "[B]", device, at::kFloat, {batch});
+    TORCH_CHECK((nodes.judge.layout.windowTokens > 0) == greedyChild.has_value(),
+        "give greedy_child [B, N + 1] exactly when a block looks ahead (DT1, DT2, LS)");
+    if (greedyChild)
+    {
+        check(*greedyChild, "greedy_child", "[B, N + 1]", device, at::kInt, {batch, numDraftNodes + 1});
+    }
+    Tensor out = outputOr(rewrittenLogits, "rewritten_logits", "[L, V]", device, targetLogits.scalar_type(),
+        {targetLogits.size(0), targetLogits.size(1)});
+
+    autojudge::RewriteTreeLogitsArgs args{};
+    args.rows = nodes;
+    args.draftTokens = draftTokens.data_ptr<int32_t>();
+    args.draftLens = draftLens.data_ptr<int32_t>();
+    args.paths = paths.data_ptr<int32_t>();
+    args.threshold = threshold.data_ptr<float>();
+    args.greedyChild = greedyChild ? greedyChild->data_ptr<int32_t>() : nullptr;
+    args.batchSize = static_cast<int32_t>(batch);
+    args.numDraftNodes = static_cast<int32_t>(numDraftNodes);
+    args.numPaths = static_cast<int32_t>(paths.size(1));
+    args.maxPathLen = static_cast<int32_t>(paths.size(2));
+    args.rewrittenLogits = out.data_ptr();
+    Tensor scratch = workspace(nodes, device);
+    cudaError_t const status = autojudge::launchRewriteTreeLogits(args, scratch.data_ptr(),
+        static_cast<size_t>(scratch.numel()), c10::cuda::getCurrentCUDAStream(device.index()));
+    TORCH_CHECK(status == cudaSuccess, "autojudge rewrite_tree_logits launch failed: ", cudaGetErrorString(status));
+    return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
     m.def("accept", &accept, "AutoJudge accept mode on CUDA tensors", py::arg("target_logits"),
@@ -232,4 +285,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
         py::arg("host_context_lengths"),
         py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("feature_blocks"),
         py::arg("draft_hidden") = py::none(), py::arg("rewritten_logits") = py::none());
+    m.def("rewrite_tree_logits", &rewriteTreeLogits, "AutoJudge tree logits mode on CUDA tensors",
+        py::arg("target_logits"), py::arg("target_hidden"), py::arg("draft_tokens"), py::arg("draft_lens"),
+        py::arg("paths"), py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"),
+        py::arg("feature_blocks"), py::arg("greedy_child") = py::none(), py::arg("rewritten_logits") = py::none());
 }

@@ -14,12 +14,12 @@ from types import ModuleType
 
 from .build import PLUGIN_SOURCES, REPO_ROOT
 
-KERNEL_SOURCES = ("score_nodes.cu", "accept_tree.cu", "rewrite_logits.cu")
+KERNEL_SOURCES = ("score_nodes.cu", "accept_tree.cu", "rewrite_logits.cu", "rewrite_tree_logits.cu")
 
 
 @functools.lru_cache(maxsize=None)
 def cuda_extension() -> ModuleType:
-    """The compiled extension module (``accept``, ``rewrite_logits``); built once per process."""
+    """The compiled extension module (``accept``, ``rewrite_logits``, ``rewrite_tree_logits``); built once per process."""
     import torch
     from torch.utils.cpp_extension import is_ninja_available, load
 

@@ -21,9 +21,10 @@ import numpy as np
 from ..spec.acceptance import Acceptance
 from ..spec.judge_blocks import block_codes, feature_size, reads_draft, window_tokens
 from ..spec.packed_step import StepMismatch
+from ..spec.tree_step import TreeStepMismatch
 from .build import cuda_toolchain_available, ensure_built
 
-ABI_VERSION = 3  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
+ABI_VERSION = 4  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
 ENV_VAR = "AUTOJUDGE_HOST_LIBRARY"
 # dtype code of the C ABI per array dtype; uint16 carries bfloat16 bits.
 DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint16): 2}
@@ -119,13 +120,21 @@ class HostCore:
         lib.autojudge_host_segment_step.argtypes = [_i32, _vp, _i32, _i32, _vp, _vp, _vp, _vp]
         lib.autojudge_host_rewrite_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp, _i32, _vp, _vp, _i32, _vp, _vp,
                                                       _f32, _vp]
+        tree = [_i32, _i32, _vp, _vp, _i32, _i32, _vp]  # batch_size .. paths
+        lib.autojudge_host_segment_tree_step.argtypes = [_i32] + tree + [_vp, _vp]
+        lib.autojudge_host_judge_tree_rows.argtypes = [_i32] + judge + tree + [_vp, _vp, _vp]
+        lib.autojudge_host_rewrite_tree_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp] + tree + [_vp, _vp]
         for f in (lib.autojudge_host_judge_nodes, lib.autojudge_host_judge_rows, lib.autojudge_host_accept_tree,
-                  lib.autojudge_host_segment_step, lib.autojudge_host_rewrite_logits):
+                  lib.autojudge_host_segment_step, lib.autojudge_host_rewrite_logits, lib.autojudge_host_segment_tree_step,
+                  lib.autojudge_host_judge_tree_rows, lib.autojudge_host_rewrite_tree_logits):
             f.restype = _i32
         self._lib = lib
 
     def _call(self, function, *args) -> None:
         status = function(*args)
+        if status == STEP_MISMATCH and "tree" in function.__name__:
+            raise TreeStepMismatch(f"{function.__name__}: a draft length lies outside [0, N], or the requests' rows "
+                                   f"(draft_lens + 1 each) do not add up to the logits rows; the step is refused")
         if status == STEP_MISMATCH:
             raise StepMismatch(f"{function.__name__}: the sequences' tokens (host_request_types, host_context_lengths) "
                                f"do not add up to input_ids; the step is refused")
@@ -355,6 +364,125 @@ class HostCore:
         self._call(self._lib.autojudge_host_rewrite_logits, L, logits.shape[1], code, _ptr(logits),
                    _ptr(target_argmax), _ptr(judge_logit), input_ids.size, _ptr(input_ids), _ptr(last_token_ids),
                    request_types.size, _ptr(request_types), _ptr(host_context_lengths), float(threshold), _ptr(out))
+        return out
+
+
+    def _tree_step(self, draft_tokens, draft_lens, paths) -> tuple:
+        """The tree step's request arguments, checked: (B, N, draft_tokens [B, N], draft_lens [B], paths
+        [B, P, D+1], the C arguments batch_size .. paths)."""
+        draft_tokens = _int32(draft_tokens, "draft_tokens", 2)
+        B, N = draft_tokens.shape
+        draft_lens = _int32(draft_lens, "draft_lens", 1)
+        paths = _int32(paths, "paths", 3)
+        if draft_lens.shape != (B,) or paths.shape[0] != B or paths.shape[2] < 1:
+            raise ValueError(f"with draft_tokens [B, N] = {draft_tokens.shape}, draft_lens must be [B] and paths "
+                             f"[B, P, D+1]; got {draft_lens.shape} and {paths.shape}")
+        arrays = (draft_tokens, draft_lens, paths)  # the caller keeps them alive while the C call runs
+        return arrays, (B, N, _ptr(draft_tokens), _ptr(draft_lens), paths.shape[1], paths.shape[2], _ptr(paths))
+
+    def segment_tree_step(self, num_rows: int, draft_tokens, draft_lens, paths) -> tuple[np.ndarray, np.ndarray]:
+        """Tree logits mode: each request's first row ``[B]`` and whether it is refused ``[B]`` (bool), as
+        :func:`trtllm_autojudge.spec.tree_step.tree_step_rows` and :func:`~trtllm_autojudge.spec.tree_step.request_refused`.
+
+        Parameters
+        ----------
+        num_rows : int
+            L, the step's logits rows.
+        draft_tokens, draft_lens, paths : array
+            Shapes ``[B, N]``, ``[B]``, ``[B, P, D + 1]`` int: the EAGLE engine's ``draft_tokens``,
+            ``draft_lens``, ``draft_paths``.
+
+        Raises
+        ------
+        TreeStepMismatch
+            When a draft length lies outside [0, N] or the rows do not add up to ``num_rows``.
+        """
+        arrays, tree = self._tree_step(draft_tokens, draft_lens, paths)
+        B = tree[0]
+        first_row, refused = np.empty(B, np.int32), np.empty(B, np.int32)
+        self._call(self._lib.autojudge_host_segment_tree_step, int(num_rows), *tree, _ptr(first_row), _ptr(refused))
+        return first_row, refused.astype(bool)
+
+    def judge_tree_rows(self, target_logits, target_hidden, draft_tokens, draft_lens, paths, judge_weight,
+                        judge_bias: float, setup: str, greedy_child=None) -> tuple[np.ndarray, np.ndarray]:
+        """Tree logits mode: the target argmax of every row and the judge logit of the nodes the rule scores.
+
+        Parameters
+        ----------
+        target_logits : array
+            Shape: ``[L, V]`` (float32, float16, or bfloat16 bits as uint16); request b's rows follow the
+            rows of the requests before it: its root, then node n at its row n.
+        target_hidden : array
+            Shape: ``[L, Ht]``: the LM head's input rows.
+        draft_tokens, draft_lens, paths : array
+            As :meth:`segment_tree_step`.
+        judge_weight, judge_bias, setup
+            As :meth:`judge_nodes`; no block may read the draft.
+        greedy_child : array, optional
+            Shape: ``[B, N + 1]`` int; given when a block looks ahead.
+
+        Returns
+        -------
+        (target_argmax, judge_logit)
+            Shapes ``[L]`` int32 and ``[L]`` float32: the judge logit of each node of a request that is
+            not refused that mismatches its parent on a path row and has the draft tokens its blocks need
+            after it; +inf at every other row.
+        """
+        if reads_draft(setup):
+            raise ValueError(f"setup {setup} reads the draft's hidden states, which an EAGLE engine step does not have: "
+                             f"tree logits mode runs target-only judges")
+        judge = _judge(target_logits, target_hidden, judge_weight, judge_bias, setup, None)
+        arrays, tree = self._tree_step(draft_tokens, draft_lens, paths)
+        B, N = tree[0], tree[1]
+        looks_ahead = window_tokens(setup) > 0
+        if looks_ahead != (greedy_child is not None):
+            raise ValueError(f"setup {setup} {'looks' if looks_ahead else 'does not look'} ahead: "
+                             f"{'give' if looks_ahead else 'do not give'} greedy_child [B, N+1]")
+        if greedy_child is not None:
+            greedy_child = _int32(greedy_child, "greedy_child", 2)
+            if greedy_child.shape != (B, N + 1):
+                raise ValueError(f"greedy_child must be [B, N+1] = [{B}, {N + 1}], got {greedy_child.shape}")
+        L = judge.rows
+        argmax, judge_logit = np.empty(L, np.int32), np.empty(L, np.float32)
+        self._call(self._lib.autojudge_host_judge_tree_rows, L, *judge.arguments, *tree, _ptr(greedy_child),
+                   _ptr(argmax), _ptr(judge_logit))
+        return argmax, judge_logit
+
+    def rewrite_tree_logits(self, target_logits, target_argmax, judge_logit, draft_tokens, draft_lens, paths,
+                            threshold) -> np.ndarray:
+        """Tree logits mode: the logits with every judged node of each request's best accepted path made
+        its parent row's strict argmax (:func:`trtllm_autojudge.spec.tree_step.rewrite_tree_logits`).
+
+        Parameters
+        ----------
+        target_logits : array
+            Shape: ``[L, V]`` (float32, float16, or bfloat16 bits as uint16).
+        target_argmax, judge_logit : array
+            Shape: ``[L]`` each (from :meth:`judge_tree_rows`).
+        draft_tokens, draft_lens, paths : array
+            As :meth:`segment_tree_step`.
+        threshold : array or float
+            Shape: ``[B]`` (or a scalar), in [0, 1].
+
+        Returns
+        -------
+        array
+            Shape: ``[L, V]``, ``target_logits``' dtype.
+        """
+        logits, code = _elements(target_logits, "target_logits")
+        if logits.ndim != 2 or logits.shape[1] < 1:
+            raise ValueError(f"target_logits must be [L, V] with V >= 1, got {logits.shape}")
+        L = logits.shape[0]
+        target_argmax = _int32(target_argmax, "target_argmax", 1)
+        judge_logit = np.ascontiguousarray(judge_logit, dtype=np.float32)
+        if target_argmax.shape != (L,) or judge_logit.shape != (L,):
+            raise ValueError(f"target_argmax and judge_logit must be [L] = [{L}], got {target_argmax.shape} and "
+                             f"{judge_logit.shape}")
+        arrays, tree = self._tree_step(draft_tokens, draft_lens, paths)
+        threshold = np.ascontiguousarray(np.broadcast_to(np.asarray(threshold, np.float32), (tree[0],)))
+        out = np.empty_like(logits)
+        self._call(self._lib.autojudge_host_rewrite_tree_logits, L, logits.shape[1], code, _ptr(logits),
+                   _ptr(target_argmax), _ptr(judge_logit), *tree, _ptr(threshold), _ptr(out))
         return out
 
 

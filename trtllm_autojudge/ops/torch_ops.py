@@ -4,6 +4,9 @@
   hidden states of every node: the judge logit, the path walk and the best path in one call.
 - ``torch.ops.autojudge.rewrite_logits``: logits mode (``plugins/README.md``): the target logits
   with the judge-accepted draft tokens made the row's argmax.
+- ``torch.ops.autojudge.rewrite_tree_logits``: tree logits mode, one step of TensorRT-LLM's EAGLE
+  engine (:mod:`trtllm_autojudge.spec.tree_step`): each request's judged best-path nodes made their
+  parent rows' argmax, for the stock exact-match walk.
 
 The judge may be any setup of the blocks of :mod:`trtllm_autojudge.spec.judge_blocks` (DT, DD,
 DT1, DT2, DD1, LS), as :class:`trtllm_autojudge.decoding.modes.JudgeRule` scores it. CPU tensors run
@@ -165,6 +168,58 @@ def _rewrite_fake(target_logits, target_hidden, input_ids, last_token_ids, reque
     return torch.empty_like(target_logits)
 
 
+def _check_rewrite_tree(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
+                        greedy_child) -> None:
+    if reads_draft(setup):
+        raise ValueError(f"setup {setup} reads the draft's hidden states, which an EAGLE engine step does not have: "
+                         f"tree logits mode runs target-only judges")
+    _check_rows(target_logits, target_hidden, judge_weight, setup, None)
+    device = target_logits.device
+    _check(draft_tokens, "draft_tokens", "[B, N]", (None, None), (torch.int32,), device)
+    B, N = draft_tokens.shape
+    _check(draft_lens, "draft_lens", "[B]", (B,), (torch.int32,), device)
+    _check(paths, "paths", "[B, P, D + 1]", (B, None, None), (torch.int32,), device)
+    if paths.shape[2] < 1:
+        raise ValueError("paths must be [B, P, D + 1] with D + 1 >= 1 (the root column)")
+    _check(threshold, "threshold", "[B]", (B,), (torch.float32,), device)
+    if (window_tokens(setup) > 0) != (greedy_child is not None):
+        raise ValueError(f"setup {setup} {'looks' if window_tokens(setup) else 'does not look'} ahead: "
+                         f"{'give' if window_tokens(setup) else 'do not give'} greedy_child [B, N + 1]")
+    if greedy_child is not None:
+        _check(greedy_child, "greedy_child", "[B, N + 1]", (B, N + 1), (torch.int32,), device)
+
+
+@torch.library.custom_op("autojudge::rewrite_tree_logits", mutates_args=(), device_types="cpu")
+def _rewrite_tree_op(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor,
+                     paths: Tensor, threshold: Tensor, judge_weight: Tensor, judge_bias: float, setup: str,
+                     greedy_child: Optional[Tensor]) -> Tensor:
+    _check_rewrite_tree(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
+                        greedy_child)
+    core = host_core()
+    logits = _numpy(target_logits)
+    tree = (_numpy(draft_tokens), _numpy(draft_lens), _numpy(paths))
+    argmax, judge_logit = core.judge_tree_rows(logits, _numpy(target_hidden), *tree, _numpy(judge_weight), judge_bias,
+                                               setup, None if greedy_child is None else _numpy(greedy_child))
+    out = torch.from_numpy(core.rewrite_tree_logits(logits, argmax, judge_logit, *tree, _numpy(threshold)))
+    return out.view(torch.int16).view(torch.bfloat16) if target_logits.dtype == torch.bfloat16 else out
+
+
+@_rewrite_tree_op.register_kernel("cuda")
+def _rewrite_tree_cuda(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight,
+                       judge_bias, setup, greedy_child):
+    _check_rewrite_tree(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
+                        greedy_child)
+    return cuda_extension().rewrite_tree_logits(target_logits, target_hidden, draft_tokens, draft_lens, paths,
+                                                threshold, judge_weight, judge_bias, block_codes(setup).tolist(),
+                                                greedy_child)
+
+
+@_rewrite_tree_op.register_fake
+def _rewrite_tree_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight,
+                       judge_bias, setup, greedy_child):
+    return torch.empty_like(target_logits)
+
+
 def _setup(setup: Optional[str], draft_hidden: Optional[Tensor]) -> str:
     """The judge's setup; by default DT, or DD-DT when the draft's hidden states are given."""
     return setup if setup is not None else ("DT" if draft_hidden is None else "DD-DT")
@@ -291,3 +346,48 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
         target_logits, target_hidden, input_ids.to(torch.int32), last_token_ids.to(torch.int32),
         request_types.to(torch.int32), host_context_lengths.to(torch.int32), float(threshold),
         judge_weight.to(torch.float32), float(judge_bias), _setup(setup, draft_hidden), draft_hidden)
+
+
+def rewrite_tree_logits(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor,
+                        paths: Tensor, threshold: Tensor | float, judge_weight: Tensor, judge_bias: float,
+                        setup: str = "DT", greedy_child: Optional[Tensor] = None) -> Tensor:
+    """The target logits of one TensorRT-LLM EAGLE engine step, rewritten for its exact-match walk.
+
+    ``torch.ops.autojudge.rewrite_tree_logits`` (:mod:`trtllm_autojudge.spec.tree_step`): request b
+    owns ``draft_lens[b] + 1`` rows after those of the requests before it (its root, then node n at
+    its row n); per request whose paths are one tree with distinct sibling tokens, the judge decides
+    the mismatching nodes, the paths are walked, and every judged node on the best accepted path
+    becomes its parent row's strict argmax; every other entry is copied. The stock walk
+    (``acceptDraftTokensByIdsWithPaths``) then accepts what the judge accepted.
+
+    Parameters
+    ----------
+    target_logits : Tensor
+        Shape: ``[L, V]``, float32/float16/bfloat16: the step's ``lm_logits``.
+    target_hidden : Tensor
+        Shape: ``[L, Ht]``: the LM head's input rows.
+    draft_tokens, draft_lens, paths : Tensor
+        Shapes ``[B, N]``, ``[B]``, ``[B, P, D + 1]``: the engine inputs ``draft_tokens``,
+        ``draft_lens``, ``draft_paths`` (cast to int32).
+    threshold : Tensor or float
+        Shape: ``[B]`` (or a scalar), in [0, 1]: per request (the engine's ``posterior_threshold``).
+    judge_weight : Tensor
+        Shape: ``[F]`` float32, the folded weights of ``setup``'s blocks in its order (no block reads the draft).
+    judge_bias : float
+    setup : str
+        The judge's blocks, '-'-joined; target-only (DT, DT1, DT2, LS).
+    greedy_child : Tensor, optional
+        Shape: ``[B, N + 1]``; given when a block looks ahead.
+
+    Returns
+    -------
+    Tensor
+        Shape: ``[L, V]``, ``target_logits``' dtype and device.
+    """
+    B = draft_tokens.shape[0]
+    if not isinstance(threshold, Tensor):
+        threshold = torch.full((B,), float(threshold), dtype=torch.float32, device=target_logits.device)
+    return torch.ops.autojudge.rewrite_tree_logits(
+        target_logits, target_hidden, draft_tokens.to(torch.int32), draft_lens.to(torch.int32), paths.to(torch.int32),
+        threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias), setup,
+        None if greedy_child is None else greedy_child.to(torch.int32))

@@ -299,6 +299,102 @@ AUTOJUDGE_HD bool judgeRewritesRow(int32_t draftToken, int32_t parentArgmax, int
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tree logits mode: one step of TensorRT-LLM's EAGLE engine (spec/tree_step.py is the reference).
+// Request b owns draft_lens[b] + 1 consecutive logits rows (its root, then node n at row first + n),
+// after the rows of the requests before it.
+
+//! Tree logits mode: every draft length lies in [0, numDraftNodes] and the requests' rows add up to
+//! numRows; otherwise the step is refused whole. Stops at the first sum past numRows (no overflow).
+AUTOJUDGE_HD bool treeStepRowsAddUp(int32_t const* draftLens, //!< [B]
+    int32_t batchSize, int32_t numDraftNodes, int64_t numRows)
+{
+    int64_t rows = 0;
+    for (int32_t b = 0; b < batchSize; ++b)
+    {
+        if (draftLens[b] < 0 || draftLens[b] > numDraftNodes)
+        {
+            return false;
+        }
+        rows += int64_t{draftLens[b]} + 1;
+        if (rows > numRows)
+        {
+            return false;
+        }
+    }
+    return rows == numRows;
+}
+
+//! Tree logits mode: the first row of request b (of a step whose rows add up).
+AUTOJUDGE_HD int64_t treeRequestFirstRow(int32_t const* draftLens, int32_t b)
+{
+    int64_t first = 0;
+    for (int32_t i = 0; i < b; ++i)
+    {
+        first += int64_t{draftLens[i]} + 1;
+    }
+    return first;
+}
+
+//! Tree logits mode: record the parent of every node on one path row in parents ([numValidNodes + 1],
+//! kPad where unknown yet); false when the row breaks the request's tree: a first entry neither 0 nor
+//! -1 (a padding row), an index outside [-1, numValidNodes], a node after a -1, a node whose parent
+//! differs from the one another row gave it.
+AUTOJUDGE_HD bool recordTreeRow(int32_t const* path, //!< [max_path_len]
+    int32_t maxPathLen, int32_t numValidNodes, int32_t* parents)
+{
+    if (path[0] == kPad)
+    {
+        return true;
+    }
+    if (path[0] != 0)
+    {
+        return false;
+    }
+    bool closed = false;
+    for (int32_t j = 1; j < maxPathLen; ++j)
+    {
+        int32_t const node = path[j];
+        if (node == kPad)
+        {
+            closed = true;
+            continue;
+        }
+        if (closed || node < 1 || node > numValidNodes || (parents[node] != kPad && parents[node] != path[j - 1]))
+        {
+            return false;
+        }
+        parents[node] = path[j - 1];
+    }
+    return true;
+}
+
+//! Tree logits mode: no two children of one node carry the same token (the exact-match walk could
+//! follow the twin of a judged node).
+AUTOJUDGE_HD bool treeSiblingsDistinct(int32_t const* parents, //!< [numValidNodes + 1]
+    int32_t numValidNodes, int32_t const* draftTokens)          //!< [numValidNodes]
+{
+    for (int32_t a = 1; a <= numValidNodes; ++a)
+    {
+        for (int32_t c = a + 1; parents[a] != kPad && c <= numValidNodes; ++c)
+        {
+            if (parents[c] == parents[a] && draftTokens[c - 1] == draftTokens[a - 1])
+            {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+//! Tree logits mode: does the judge let node n through? A mismatching in-vocabulary token with a
+//! passing judge logit, whose parent row has a finite value above its maximum (so it can be rewritten).
+AUTOJUDGE_HD bool treeNodeJudged(int32_t draftToken, int32_t parentArgmax, int32_t vocabSize, float judgeLogit,
+    double cut, bool parentRewritable)
+{
+    return parentRewritable && judgeRewritesRow(draftToken, parentArgmax, vocabSize, judgeLogit, cut);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The judge's features (spec/judge_blocks.py holds the same vocabulary; tests pin them equal).
 
 //! A feature block of the judge: the values of the plugin's feature_blocks field. A judge's

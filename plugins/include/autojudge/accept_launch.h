@@ -7,12 +7,14 @@
  *      partial argmax of the target logits, the partial softmax statistics (judges with LS) and
  *      the partial dot products of the row's hidden states with each hidden block's weights over a
  *      slice of the features, into the workspace. In logits mode it also copies the row to the output.
- *   2. acceptTree (accept mode) or rewriteLogits (logits mode): one block per sequence: merges the
+ *   2. acceptTree (accept mode), rewriteLogits (logits mode) or rewriteTreeLogits (tree logits mode): one
+ *      block per sequence (per request in tree logits mode): merges the
  *      partials of its rows into RowScores (target argmax), scores the mismatching nodes (the
  *      judge logit of accept_core.h nodeJudgeLogit from the rows of the node, its greedy child and
  *      grandchild), then walks the paths and writes the accepted tokens, or (logits mode) segments
  *      the packed step with the accept_core.h rule and rewrites the rows whose draft child the
- *      judge accepts.
+ *      judge accepts, or (tree logits mode) walks the request's paths and rewrites the parent rows of
+ *      the judged nodes on its best path.
  * Shapes use B = batch_size, N = num_draft_nodes, P = num_paths, D + 1 = max_path_len.
  */
 #pragma once
@@ -74,6 +76,21 @@ struct RewriteLogitsArgs
     void* rewrittenLogits;          //!< [L, vocab_size] out, of logitsType
 };
 
+struct RewriteTreeLogitsArgs
+{
+    NodeRows rows;               //!< num_rows = L: request b's draft_lens[b] + 1 rows after those of the requests before it
+    int32_t const* draftTokens;  //!< [B, N]
+    int32_t const* draftLens;    //!< [B] (device memory; a step whose rows do not add up is copied unchanged)
+    int32_t const* paths;        //!< [B, P, D + 1]
+    float const* threshold;      //!< [B] per-request judge threshold
+    int32_t const* greedyChild;  //!< [B, N + 1] rank-0 child of each node, -1 none; nullptr unless the judge looks ahead
+    int32_t batchSize;           //!< B
+    int32_t numDraftNodes;       //!< N
+    int32_t numPaths;            //!< P
+    int32_t maxPathLen;          //!< D + 1
+    void* rewrittenLogits;       //!< [L, vocab_size] out, of logitsType
+};
+
 //! Vocabulary chunks per row (blocks of scoreNodes per row).
 inline int32_t vocabSplits(int64_t vocabSize)
 {
@@ -108,5 +125,13 @@ cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t
 //! inconsistent sizes or a workspace too small for the partials.
 cudaError_t launchRewriteLogits(
     RewriteLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
+
+//! Tree logits mode (TensorRT-LLM's EAGLE engine step): kernel 1 copies every row to the output, kernel 2
+//! (one block per request) checks the step's rows add up (draft_lens is in device memory), refuses a request
+//! whose paths are not one tree or whose siblings share a token, and rewrites the parent rows of the judged
+//! nodes on its best accepted path. Returns cudaErrorInvalidValue for inconsistent sizes, a judge that reads
+//! the draft, or a workspace too small for the partials.
+cudaError_t launchRewriteTreeLogits(
+    RewriteTreeLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
 
 } // namespace autojudge

@@ -21,7 +21,7 @@ extern "C"
 //! step's input_ids; nothing is written (the plugin refuses such a step the same way).
 #define AUTOJUDGE_HOST_STEP_MISMATCH 2
 //! Bumped whenever a signature below changes; the Python binding refuses a library of another ABI.
-#define AUTOJUDGE_HOST_ABI_VERSION 3
+#define AUTOJUDGE_HOST_ABI_VERSION 4
 
 int32_t autojudge_host_abi_version(void);
 
@@ -118,6 +118,53 @@ int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int3
     int32_t const* request_types,       /* [S] host_request_types */
     int32_t const* host_context_lengths,/* [S] */
     float threshold,
+    void* rewritten_logits);            /* [R, V] out */
+
+//! Tree logits mode, the segmentation of one EAGLE engine step (accept_core.h, spec/tree_step.py): per
+//! request its first logits row and whether it is refused (1: its path rows are not one tree of nodes
+//! 1..draft_lens[b], or two children of one node carry the same token). AUTOJUDGE_HOST_STEP_MISMATCH
+//! when a draft length lies outside [0, N] or the rows (draft_lens + 1 each) do not add up to num_rows.
+int32_t autojudge_host_segment_tree_step(int32_t num_rows, int32_t batch_size, int32_t num_draft_nodes,
+    int32_t const* draft_tokens,        /* [B, N] */
+    int32_t const* draft_lens,          /* [B] */
+    int32_t num_paths, int32_t max_path_len,
+    int32_t const* paths,               /* [B, P, D + 1] */
+    int32_t* first_row,                 /* [B] out */
+    int32_t* refused);                  /* [B] out, 1 refused */
+
+//! Tree logits mode, the scoring: the target argmax of every row and the judge logit of every node of
+//! a request that is not refused that mismatches its parent on a path row and has the draft tokens its
+//! blocks need after it (greedy_child as in accept mode; NULL when no block looks ahead); +inf at every
+//! other row. No block may read the draft (the EAGLE engine has no draft model).
+int32_t autojudge_host_judge_tree_rows(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
+    void const* target_logits,          /* [R, V] */
+    int32_t hidden_dtype, void const* target_hidden, /* [R, Ht] */
+    int32_t target_hidden_size, void const* draft_hidden, /* NULL */
+    int32_t draft_hidden_size, int32_t num_blocks,
+    int32_t const* feature_blocks,      /* [num_blocks] */
+    float const* judge_weight,          /* [F] */
+    float judge_bias, int32_t batch_size, int32_t num_draft_nodes,
+    int32_t const* draft_tokens,        /* [B, N] */
+    int32_t const* draft_lens,          /* [B] */
+    int32_t num_paths, int32_t max_path_len,
+    int32_t const* paths,               /* [B, P, D + 1] */
+    int32_t const* greedy_child,        /* [B, N + 1] or NULL */
+    int32_t* target_argmax,             /* [R] out */
+    float* judge_logit);                /* [R] out */
+
+//! Tree logits mode given the target argmax and judge logits of every row: copies the logits to
+//! rewritten_logits, then per request that is not refused walks its paths with the judge and, for every
+//! judged node on the best path's accepted prefix, makes the node's token its parent row's strict argmax.
+int32_t autojudge_host_rewrite_tree_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
+    void const* target_logits,          /* [R, V] */
+    int32_t const* target_argmax,       /* [R] */
+    float const* judge_logit,           /* [R] */
+    int32_t batch_size, int32_t num_draft_nodes,
+    int32_t const* draft_tokens,        /* [B, N] */
+    int32_t const* draft_lens,          /* [B] */
+    int32_t num_paths, int32_t max_path_len,
+    int32_t const* paths,               /* [B, P, D + 1] */
+    float const* threshold,             /* [B] */
     void* rewritten_logits);            /* [R, V] out */
 
 #ifdef __cplusplus

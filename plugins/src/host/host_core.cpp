@@ -182,6 +182,43 @@ bool segmentStep(int32_t numRows, int32_t const* lastTokenIds, int32_t numTokens
     return true;
 }
 
+//! One request of a tree logits step: its rows, whether it is refused, and each node's parent.
+struct TreeRequest
+{
+    int64_t firstRow;
+    int32_t numNodes;             //!< draft_lens[b]
+    bool refused;
+    std::vector<int32_t> parents; //!< [numNodes + 1], kPad for the root and nodes on no path row
+};
+
+//! The accept_core.h segmentation of a tree logits step, sequentially: false when the rows do not add up.
+bool segmentTreeStep(int32_t numRows, int32_t batchSize, int32_t numDraftNodes, int32_t const* draftTokens,
+    int32_t const* draftLens, int32_t numPaths, int32_t maxPathLen, int32_t const* paths,
+    std::vector<TreeRequest>& requests)
+{
+    if (!autojudge::treeStepRowsAddUp(draftLens, batchSize, numDraftNodes, numRows))
+    {
+        return false;
+    }
+    requests.clear();
+    int64_t first = 0;
+    for (int32_t b = 0; b < batchSize; ++b)
+    {
+        TreeRequest request{first, draftLens[b], false, std::vector<int32_t>(draftLens[b] + 1, autojudge::kPad)};
+        for (int32_t p = 0; p < numPaths && !request.refused; ++p)
+        {
+            request.refused = !autojudge::recordTreeRow(paths + (int64_t{b} * numPaths + p) * maxPathLen, maxPathLen,
+                request.numNodes, request.parents.data());
+        }
+        request.refused = request.refused
+            || !autojudge::treeSiblingsDistinct(request.parents.data(), request.numNodes,
+                draftTokens + int64_t{b} * numDraftNodes);
+        first += request.numNodes + 1;
+        requests.push_back(std::move(request));
+    }
+    return true;
+}
+
 } // namespace
 
 extern "C"
@@ -430,6 +467,178 @@ int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int3
             if (autojudge::nextFiniteAbove(elementBitsAt(target_logits, type, parentBase + parentArgmax), format, next))
             {
                 setElementBits(rewritten_logits, type, parentBase + draftToken, next);
+            }
+        }
+    }
+    return AUTOJUDGE_HOST_OK;
+}
+
+int32_t autojudge_host_segment_tree_step(int32_t num_rows, int32_t batch_size, int32_t num_draft_nodes,
+    int32_t const* draft_tokens, int32_t const* draft_lens, int32_t num_paths, int32_t max_path_len,
+    int32_t const* paths, int32_t* first_row, int32_t* refused)
+{
+    bool const valid = num_rows >= 0 && batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1
+        && (batch_size == 0
+            || (draft_lens && first_row && refused && (num_draft_nodes == 0 || draft_tokens) && (num_paths == 0 || paths)));
+    if (!valid)
+    {
+        return AUTOJUDGE_HOST_INVALID_ARGUMENT;
+    }
+    std::vector<TreeRequest> requests;
+    if (!segmentTreeStep(num_rows, batch_size, num_draft_nodes, draft_tokens, draft_lens, num_paths, max_path_len,
+            paths, requests))
+    {
+        return AUTOJUDGE_HOST_STEP_MISMATCH;
+    }
+    for (int32_t b = 0; b < batch_size; ++b)
+    {
+        first_row[b] = static_cast<int32_t>(requests[b].firstRow);
+        refused[b] = requests[b].refused ? 1 : 0;
+    }
+    return AUTOJUDGE_HOST_OK;
+}
+
+int32_t autojudge_host_judge_tree_rows(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
+    void const* target_logits, int32_t hidden_dtype, void const* target_hidden, int32_t target_hidden_size,
+    void const* draft_hidden, int32_t draft_hidden_size, int32_t num_blocks, int32_t const* feature_blocks,
+    float const* judge_weight, float judge_bias, int32_t batch_size, int32_t num_draft_nodes,
+    int32_t const* draft_tokens, int32_t const* draft_lens, int32_t num_paths, int32_t max_path_len,
+    int32_t const* paths, int32_t const* greedy_child, int32_t* target_argmax, float* judge_logit)
+{
+    HostRows rows;
+    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1
+        && hostRows(num_rows, vocab_size, logits_dtype, target_logits, hidden_dtype, target_hidden, target_hidden_size,
+            draft_hidden, draft_hidden_size, num_blocks, feature_blocks, judge_weight, judge_bias, rows)
+        && !autojudge::readsDraft(rows.judge.layout)
+        && (num_rows == 0 || (target_argmax && judge_logit))
+        && (batch_size == 0
+            || (draft_lens && (num_draft_nodes == 0 || draft_tokens) && (num_paths == 0 || paths)
+                && (rows.judge.layout.windowTokens == 0 || greedy_child)));
+    if (!valid)
+    {
+        return AUTOJUDGE_HOST_INVALID_ARGUMENT;
+    }
+    std::vector<TreeRequest> requests;
+    if (!segmentTreeStep(num_rows, batch_size, num_draft_nodes, draft_tokens, draft_lens, num_paths, max_path_len,
+            paths, requests))
+    {
+        return AUTOJUDGE_HOST_STEP_MISMATCH;
+    }
+    std::vector<autojudge::RowScore> scores(static_cast<size_t>(num_rows));
+    for (int32_t row = 0; row < num_rows; ++row)
+    {
+        scores[row] = scoreRow(rows, row);
+        target_argmax[row] = scores[row].argmax;
+        judge_logit[row] = INFINITY;
+    }
+    for (int32_t b = 0; b < batch_size; ++b)
+    {
+        TreeRequest const& request = requests[b];
+        if (request.refused)
+        {
+            continue;
+        }
+        int32_t const* draftTokens = draft_tokens + int64_t{b} * num_draft_nodes;
+        int32_t const* argmax = target_argmax + request.firstRow;
+        std::vector<uint8_t> mismatch(request.numNodes + 1, 0);
+        for (int32_t p = 0; p < num_paths; ++p)
+        {
+            int32_t const* path = paths + (int64_t{b} * num_paths + p) * max_path_len;
+            if (autojudge::isPathRow(path))
+            {
+                autojudge::markMismatches(path, max_path_len, request.numNodes, draftTokens, argmax, mismatch.data());
+            }
+        }
+        auto const tokenOf = [draftTokens](int32_t node) { return draftTokens[node - 1]; };
+        int32_t const* greedyChild = greedy_child ? greedy_child + int64_t{b} * (num_draft_nodes + 1) : nullptr;
+        for (int32_t n = 1; n <= request.numNodes; ++n)
+        {
+            autojudge::Lookahead const ahead = greedyChild ? autojudge::treeLookahead(greedyChild, n, request.numNodes)
+                                                           : autojudge::Lookahead{autojudge::kPad, autojudge::kPad};
+            if (mismatch[n])
+            {
+                judge_logit[request.firstRow + n]
+                    = judgeNode(rows, scores.data() + request.firstRow, request.firstRow, n, ahead, tokenOf);
+            }
+        }
+    }
+    return AUTOJUDGE_HOST_OK;
+}
+
+int32_t autojudge_host_rewrite_tree_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
+    void const* target_logits, int32_t const* target_argmax, float const* judge_logit, int32_t batch_size,
+    int32_t num_draft_nodes, int32_t const* draft_tokens, int32_t const* draft_lens, int32_t num_paths,
+    int32_t max_path_len, int32_t const* paths, float const* threshold, void* rewritten_logits)
+{
+    bool const valid = num_rows >= 0 && vocab_size > 0 && batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0
+        && max_path_len >= 1 && autojudge::isElementType(logits_dtype)
+        && (num_rows == 0 || (target_logits && target_argmax && judge_logit && rewritten_logits))
+        && (batch_size == 0
+            || (draft_lens && threshold && (num_draft_nodes == 0 || draft_tokens) && (num_paths == 0 || paths)));
+    if (!valid)
+    {
+        return AUTOJUDGE_HOST_INVALID_ARGUMENT;
+    }
+    std::vector<TreeRequest> requests;
+    if (!segmentTreeStep(num_rows, batch_size, num_draft_nodes, draft_tokens, draft_lens, num_paths, max_path_len,
+            paths, requests))
+    {
+        return AUTOJUDGE_HOST_STEP_MISMATCH;
+    }
+    auto const type = static_cast<ElementType>(logits_dtype);
+    std::memcpy(rewritten_logits, target_logits,
+        static_cast<size_t>(num_rows) * static_cast<size_t>(vocab_size) * autojudge::elementBytes(type));
+    autojudge::FloatFormat const format = autojudge::floatFormat(type);
+    for (int32_t b = 0; b < batch_size; ++b)
+    {
+        TreeRequest const& request = requests[b];
+        if (request.refused)
+        {
+            continue;
+        }
+        int32_t const* draftTokens = draft_tokens + int64_t{b} * num_draft_nodes;
+        int32_t const* argmax = target_argmax + request.firstRow;
+        double const cut = autojudge::thresholdLogit(threshold[b]);
+        std::vector<uint8_t> judged(request.numNodes + 1, 0);
+        std::vector<uint32_t> above(request.numNodes + 1, 0); // the parent row's next value above its maximum
+        for (int32_t n = 1; n <= request.numNodes; ++n)
+        {
+            int32_t const parent = request.parents[n];
+            if (parent == autojudge::kPad || argmax[parent] < 0 || argmax[parent] >= vocab_size)
+            {
+                continue;
+            }
+            int64_t const parentRow = request.firstRow + parent;
+            bool const rewritable = autojudge::nextFiniteAbove(
+                elementBitsAt(target_logits, type, parentRow * vocab_size + argmax[parent]), format, above[n]);
+            judged[n] = autojudge::treeNodeJudged(draftTokens[n - 1], argmax[parent], vocab_size,
+                judge_logit[request.firstRow + n], cut, rewritable);
+        }
+        int32_t const* requestPaths = paths + int64_t{b} * num_paths * max_path_len;
+        autojudge::PathWalk best = autojudge::noPathYet();
+        int32_t bestIndex = autojudge::kNoPathIndex;
+        for (int32_t p = 0; p < num_paths; ++p)
+        {
+            int32_t const* path = requestPaths + int64_t{p} * max_path_len;
+            if (autojudge::isPathRow(path))
+            {
+                autojudge::PathWalk const walk
+                    = autojudge::walkPath(path, max_path_len, request.numNodes, draftTokens, argmax, judged.data());
+                if (autojudge::pathPrefers(walk, p, best, bestIndex))
+                {
+                    best = walk;
+                    bestIndex = p;
+                }
+            }
+        }
+        for (int32_t j = 1; bestIndex != autojudge::kNoPathIndex && j <= best.acceptedLen; ++j)
+        {
+            int32_t const* bestRow = requestPaths + int64_t{bestIndex} * max_path_len;
+            int32_t const node = bestRow[j];
+            if (judged[node])
+            {
+                setElementBits(rewritten_logits, type,
+                    (request.firstRow + bestRow[j - 1]) * vocab_size + draftTokens[node - 1], above[node]);
             }
         }
     }

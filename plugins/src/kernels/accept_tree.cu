@@ -3,9 +3,10 @@
  * rows (target argmax, into shared memory), marks the mismatching nodes of every path row
  * (markMismatches), scores them (judgeNode: the rows of the node and of its greedy child and
  * grandchild, from greedy_child), walks every path row with the core's walkPath, picks the best
- * path with pathPrefers, and writes the accepted tokens.
+ * path with pathPrefers (best_path.cuh), and writes the accepted tokens.
  */
 #include "autojudge/accept_launch.h"
+#include "kernels/best_path.cuh"
 #include "kernels/score_nodes.cuh"
 
 #include <cstdint>
@@ -18,29 +19,6 @@ namespace
 {
 
 constexpr int32_t kAcceptThreads = 128;
-constexpr int32_t kAcceptWarps = kAcceptThreads / 32;
-
-struct PathCandidate
-{
-    PathWalk walk;
-    int32_t index;
-
-    __device__ void offer(PathWalk otherWalk, int32_t otherIndex)
-    {
-        if (pathPrefers(otherWalk, otherIndex, walk, index))
-        {
-            walk = otherWalk;
-            index = otherIndex;
-        }
-    }
-
-    __device__ void offerLane(int32_t offset)
-    {
-        PathWalk const other{__shfl_xor_sync(0xffffffffu, walk.acceptedLen, offset),
-            __shfl_xor_sync(0xffffffffu, walk.judgedCount, offset)};
-        offer(other, __shfl_xor_sync(0xffffffffu, index, offset));
-    }
-};
 
 size_t sharedBytes(int32_t numDraftNodes)
 {
@@ -101,37 +79,8 @@ __global__ void __launch_bounds__(kAcceptThreads) acceptTreeKernel(
     }
     __syncthreads();
 
-    PathCandidate best{noPathYet(), kNoPathIndex};
-    for (int32_t p = threadIdx.x; p < args.numPaths; p += kAcceptThreads)
-    {
-        int32_t const* path = sequencePaths + int64_t{p} * args.maxPathLen;
-        if (isPathRow(path))
-        {
-            best.offer(walkPath(path, args.maxPathLen, numValidNodes, draftTokens, targetArgmax, relaxed), p);
-        }
-    }
-#pragma unroll
-    for (int32_t offset = 16; offset > 0; offset /= 2)
-    {
-        best.offerLane(offset);
-    }
-    __shared__ PathCandidate warpBest[kAcceptWarps];
-    __shared__ PathCandidate sequenceBest;
-    if (threadIdx.x % 32 == 0)
-    {
-        warpBest[threadIdx.x / 32] = best;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0)
-    {
-        for (int32_t w = 1; w < kAcceptWarps; ++w)
-        {
-            best.offer(warpBest[w].walk, warpBest[w].index);
-        }
-        sequenceBest = best;
-    }
-    __syncthreads();
-
+    PathCandidate const sequenceBest = bestPathOfBlock<kAcceptThreads>(sequencePaths, args.numPaths, args.maxPathLen,
+        numValidNodes, draftTokens, targetArgmax, relaxed);
     bool const hasPath = sequenceBest.index != kNoPathIndex;
     int32_t const acceptedLen = hasPath ? sequenceBest.walk.acceptedLen : 0;
     int32_t const* bestRow = hasPath ? sequencePaths + int64_t{sequenceBest.index} * args.maxPathLen : nullptr;
