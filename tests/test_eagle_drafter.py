@@ -191,3 +191,14 @@ def test_bad_dynamic_trees():
         DynamicTree(3, 4, 2)
     with pytest.raises(ValueError, match="depth >= 1 and top_k >= 1"):
         DynamicTree(0, 1, 1)
+
+
+def test_eagle_choices_make_the_static_tree_and_back():
+    for tree in (DraftTree.chain(3), DraftTree.static([2, 2, 1]), DraftTree.static([3, 1, 2])):
+        assert DraftTree.from_choices(tree.choices()) == tree
+    tree = DraftTree.from_choices([[1], [0], [0, 0], [0], [1, 2]])  # unsorted, a duplicate: sorted by (length, choice)
+    assert tree.parents == (-1, 0, 0, 1, 2) and tree.ranks == (0, 0, 1, 0, 2)
+    with pytest.raises(ValueError, match=r"not prefix-closed: \[\[0\], \[0, 1\]\] missing"):
+        DraftTree.from_choices([[1], [0, 1, 0]])
+    with pytest.raises(ValueError, match="non-empty lists of ranks >= 0"):
+        DraftTree.from_choices([[0], [-1]])

@@ -65,6 +65,26 @@ class DraftTree:
             frontier = nxt
         return cls(tuple(parents), tuple(ranks))
 
+    @classmethod
+    def from_choices(cls, choices) -> "DraftTree":
+        """The tree of ``eagle_choices`` (TensorRT-LLM's EAGLE-1 static trees): each choice is the list of
+        draft ranks from the root to a node ([1, 0]: the greedy child of the root's second-best child).
+        Duplicates are dropped and the choices sorted by (length, choice), so node i + 1 is choice i, as
+        TensorRT-LLM numbers them; every prefix of a choice must be a choice too (prefix-closed)."""
+        nodes = sorted({tuple(int(r) for r in c) for c in choices}, key=lambda c: (len(c), c))
+        if not nodes or any(len(c) == 0 or min(c) < 0 for c in nodes):
+            raise ValueError(f"eagle_choices must be non-empty lists of ranks >= 0, got {choices}")
+        index = {c: n for n, c in enumerate(nodes, start=1)}
+        missing = sorted({c[:k] for c in nodes for k in range(1, len(c)) if c[:k] not in index}, key=lambda c: (len(c), c))
+        if missing:
+            raise ValueError(f"eagle_choices is not prefix-closed: {[list(c) for c in missing]} missing (every prefix of a "
+                             f"choice is a node on its path); add them")
+        return cls(tuple([-1] + [index.get(c[:-1], 0) for c in nodes]), tuple([0] + [c[-1] for c in nodes]))
+
+    def choices(self) -> list[list[int]]:
+        """The ``eagle_choices`` of this tree: per node, the ranks from the root down to it."""
+        return [[self.ranks[m] for m in self.path_to(n)] for n in range(1, self.num_nodes + 1)]
+
     @property
     def num_nodes(self) -> int:
         """N: draft nodes, root excluded."""

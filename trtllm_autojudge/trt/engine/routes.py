@@ -15,7 +15,11 @@ can feed every input the setup's blocks read:
   draft hidden states; its draft rows are a chain, so the lookahead blocks read the sequence's next
   draft rows: target-only setups;
 - the context route's Triton repository drafts with the stock ``tensorrt_llm`` model, which returns
-  no hidden states: target-only setups.
+  no hidden states: target-only setups;
+- the EAGLE route drafts inside the target engine with EAGLE heads over the target's own hidden
+  states: no draft model, so target-only setups; a lookahead block reads a node's greedy child, which
+  the engine knows only for a static tree (``eagle_choices``, a build-time constant), not for an
+  EAGLE-2 dynamic tree.
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ ROUTE_JUDGES = {
               "the context route (build-engines --route context)"),
     "triton-context": ("the context route's Triton repository", "its draft model, the stock tensorrt_llm, returns no "
                        "hidden states", "the context route's runner (run-engines)"),
+    "eagle": ("the EAGLE route", "the EAGLE engine drafts with EAGLE heads over the target's own hidden states: there "
+              "is no draft model", "the context route (build-engines --route context)"),
 }
 
 
@@ -40,9 +46,10 @@ def route_setups(route: str) -> str:
     return TARGET_ONLY if ROUTE_JUDGES[route][1] else EVERY_SETUP
 
 
-def check_route_judge(route: str, head: JudgeHead, depth: int | None = None) -> None:
-    """Refuse a judge ``route`` cannot run, and with ``depth`` (the chain's draft tokens) a lookahead
-    judge that would decide no node. Raises ValueError naming the route and the setups it runs."""
+def check_route_judge(route: str, head: JudgeHead, depth: int | None = None, dynamic_tree: bool = False) -> None:
+    """Refuse a judge ``route`` cannot run, and with ``depth`` (the chain's draft tokens, a tree's depth) a
+    lookahead judge that would decide no node; on the EAGLE route with ``dynamic_tree``, a lookahead judge.
+    Raises ValueError naming the route and the setups it runs."""
     name, no_draft_hidden, instead = ROUTE_JUDGES[route]
     reason = unsupported_reason(head, "plugin")
     if reason is None and head.meta.get("max_judged") is not None:
@@ -54,6 +61,10 @@ def check_route_judge(route: str, head: JudgeHead, depth: int | None = None) -> 
     if reason:
         raise ValueError(f"judge setup {head.setup} does not run on {name}: {reason}. {name[0].upper() + name[1:]} runs "
                          f"{route_setups(route)}" + (f"; {instead} runs {EVERY_SETUP}" if instead else ""))
+    if dynamic_tree and head.lookahead:
+        raise ValueError(f"judge setup {head.setup} looks ahead (its lookahead blocks read a node's greedy child), which "
+                         f"{name} knows only for a static tree (eagle_choices fix it at build time), not for an EAGLE-2 "
+                         f"dynamic tree: build with --eagle_choices, or use a judge without lookahead blocks (DT)")
     if depth is not None and head.lookahead and depth <= head.lookahead:
         raise ValueError(f"--depth {depth} gives no draft node a verdict: judge setup {head.setup} needs "
                          f"{head.lookahead} draft tokens after a node, so the last {head.lookahead} nodes of a chain "
