@@ -179,3 +179,21 @@ def test_loader_errors_say_what_to_do(tmp_path, monkeypatch):
                                         " { return false; }\n", "libinit_false")
     with pytest.raises(RuntimeError, match="returned false"):
         library.load_plugin_library(refuses)
+
+
+def test_tree_logits_mode_contract():
+    """output_mode tree_logits: the EAGLE step's six inputs (greedy_child for a lookahead judge), one output,
+    ragged rows (L free), target-only judges."""
+    dt = engine_plugin_fields(random_head("DT"), 5, "tree_logits", target_hidden=HT)
+    assert plugin_io_names(dt) == (contract.TREE_LOGITS_INPUTS[:6], ("rewritten_logits",))
+    look = engine_plugin_fields(random_head("DT-DT1-DT2-LS"), 5, "tree_logits", target_hidden=HT)
+    assert plugin_io_names(look)[0] == contract.TREE_LOGITS_INPUTS
+    shapes = {"target_logits": (-1, 32000), "target_hidden": (-1, HT), "draft_tokens": (-1, 9), "draft_lens": (-1,),
+              "paths": (-1, 10, 5), "threshold": (-1,)}
+    contract.check_plugin_input_shapes(shapes, dt)
+    with pytest.raises(ValueError, match="paths last dimension vs field max_path_len"):
+        contract.check_plugin_input_shapes({**shapes, "paths": (3, 10, 4)}, dt)
+    with pytest.raises(ValueError, match=r"greedy_child must be \[B, N\+1\], one entry per node"):
+        contract.check_plugin_input_shapes({**shapes, "draft_tokens": (3, 9), "greedy_child": (3, 9)}, look)
+    with pytest.raises(ValueError, match="runs target-only judges"):
+        engine_plugin_fields(random_head("DD-DT"), 5, "tree_logits", target_hidden=HT, draft_hidden=HD)

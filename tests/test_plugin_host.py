@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 HARNESS_CHECKS = (
     "creators", "init_registration", "create_plugin", "reject_bad_fields", "output_data_types", "format_combinations",
     "lookahead_inputs", "output_shapes", "configure_shapes", "workspace", "serialization_roundtrip", "clone", "attach_to_context",
-    "enqueue_rejects_bad_shapes", "logger_finder", "register_on_load")
+    "enqueue_rejects_bad_shapes", "logger_finder", "register_on_load", "tree_logits_mode")
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,8 @@ def test_plugin_library_exports_the_entry_points_and_needs_no_libnvinfer(built):
 def test_every_kernel_compiles_for_every_target_without_spills(built):
     kernels = {r.kernel for r in built.kernels}
     assert {"acceptTreeKernel", "rewriteLogitsKernel<float>", "rewriteLogitsKernel<__half>",
-            "rewriteLogitsKernel<__nv_bfloat16>"} <= kernels
+            "rewriteLogitsKernel<__nv_bfloat16>", "rewriteTreeLogitsKernel<float>", "rewriteTreeLogitsKernel<__half>",
+            "rewriteTreeLogitsKernel<__nv_bfloat16>"} <= kernels
     assert sum(k.startswith("scoreNodesKernel<") for k in kernels) == 12  # 3 logits types x copy or not x LS or not
     for kernel in kernels:
         assert sorted(r.arch for r in built.kernels if r.kernel == kernel) == ["sm_100", "sm_80", "sm_90"], kernel

@@ -729,7 +729,9 @@ void checkRejectBadFields()
                 f.ints("feature_setup", {2});
             },
             "0 (DT) or 1 (DD-DT): give feature_blocks"},
-        {"output_mode value", 0, 0, [](Fields& f) { f.ints("output_mode", {5}); }, "0 (accept) or 1 (logits)"},
+        {"output_mode value", 0, 0, [](Fields& f) { f.ints("output_mode", {5}); },
+            "0 (accept), 1 (logits) or 2 (tree logits)"},
+        {"tree logits mode with a draft block", 1, 2, [](Fields&) {}, "output_mode 2 (tree logits) runs target-only"},
         {"target_hidden value", 0, 0, [](Fields& f) { f.ints("target_hidden", {0}); }, "'target_hidden' is 0"},
         {"draft_hidden for DT", 0, 0, [](Fields& f) { f.ints("draft_hidden", {4}); }, "set it to 0"},
         {"draft_hidden for DD-DT", 1, 0, [](Fields& f) { f.ints("draft_hidden", {0}); }, "needs the draft's hidden size"},
@@ -1127,6 +1129,81 @@ void checkEnqueueRejectsBadShapes()
     expect(status != 0 && gLogger.hasError("must be bound"), "unbound host inputs must be refused: " + gLogger.lastError());
 }
 
+//! Tree-logits-mode input descriptions for B requests, N draft nodes and L logits rows (paths [B, N + 1, D + 1]).
+std::vector<DynamicPluginTensorDesc> treeInputs(int64_t rows, int64_t batch, int64_t nodes, bool greedyChild,
+    DataType logitsType = DataType::kFLOAT, DataType hiddenType = DataType::kHALF)
+{
+    std::vector<DynamicPluginTensorDesc> inputs{dynamicDesc({rows, 32000}, logitsType),
+        dynamicDesc({rows, kTargetHidden}, hiddenType), dynamicDesc({batch, nodes}), dynamicDesc({batch}),
+        dynamicDesc({batch, nodes < 0 ? -1 : nodes + 1, kMaxPathLen}), dynamicDesc({batch}, DataType::kFLOAT)};
+    if (greedyChild)
+    {
+        inputs.push_back(dynamicDesc({batch, nodes < 0 ? -1 : nodes + 1}));
+    }
+    return inputs;
+}
+
+void checkTreeLogitsMode()
+{
+    // DT: six inputs (the EAGLE step's lm_logits, LM head input rows, draft_tokens, draft_lens, draft_paths,
+    // posterior_threshold), one output of the logits' type and shape; the rows are ragged (L is free).
+    Fields fields = validFields(0, 2);
+    std::unique_ptr<IPluginV3> plugin = create(fields);
+    IPluginV3OneBuild* b = build(*plugin);
+    expect(b->getNbOutputs() == 1, "tree logits mode has one output");
+    std::vector<DynamicPluginTensorDesc> inputs = treeInputs(11, 3, 7, false);
+    std::vector<DynamicPluginTensorDesc> outputs{dynamicDesc({11, 32000}, DataType::kFLOAT)};
+    expect(b->configurePlugin(inputs.data(), 6, outputs.data(), 1) == 0,
+        "consistent tree-logits shapes must be accepted: " + gLogger.lastError());
+    std::vector<DynamicPluginTensorDesc> wrong = inputs;
+    wrong[4].desc.dims.d[0] = 2;
+    expect(b->configurePlugin(wrong.data(), 6, outputs.data(), 1) != 0
+            && gLogger.hasError("input 4 (paths, [B, N + 1, max_path_len]) has 2 in dimension 0, expected 3"),
+        "paths must have B rows: " + gLogger.lastError());
+    wrong = inputs;
+    wrong[1].desc.dims.d[0] = 10;
+    expect(b->configurePlugin(wrong.data(), 6, outputs.data(), 1) != 0 && gLogger.hasError("one row per logits row"),
+        "target_hidden must have the logits' rows: " + gLogger.lastError());
+    std::vector<DataType> types(1);
+    std::vector<DataType> inputTypes{DataType::kBF16, DataType::kHALF, DataType::kINT32, DataType::kINT32,
+        DataType::kINT32, DataType::kFLOAT};
+    expect(b->getOutputDataTypes(types.data(), 1, inputTypes.data(), 6) == 0 && types[0] == DataType::kBF16,
+        "tree logits mode returns the logits' type");
+    std::vector<DynamicPluginTensorDesc> io = inputs;
+    io.push_back(outputs[0]);
+    for (int32_t pos = 0; pos < 7; ++pos)
+    {
+        expect(b->supportsFormatCombination(pos, io.data(), 6, 1), "tree position " + std::to_string(pos));
+    }
+    io[5].desc.type = DataType::kINT32;
+    expect(!b->supportsFormatCombination(5, io.data(), 6, 1), "an int32 threshold refused");
+
+    // A target-only lookahead judge: greedy_child [B, N + 1] as input 6.
+    Fields lookahead = validFields(kTargetOnlyLookaheadSetup, 2);
+    plugin = create(lookahead);
+    std::vector<DynamicPluginTensorDesc> withChild = treeInputs(11, 3, 7, true);
+    expect(build(*plugin)->configurePlugin(withChild.data(), 7, outputs.data(), 1) == 0,
+        "DT-DT1-DT2-LS takes greedy_child in tree logits mode: " + gLogger.lastError());
+    expect(build(*plugin)->configurePlugin(inputs.data(), 6, outputs.data(), 1) != 0
+            && gLogger.hasError("output_mode 2 (tree logits)") && gLogger.hasError("greedy_child"),
+        "six inputs must be refused, naming greedy_child: " + gLogger.lastError());
+
+    // enqueue refuses inconsistent shapes before touching memory (every pointer is null)
+    std::vector<PluginTensorDesc> desc;
+    for (DynamicPluginTensorDesc const& input : wrong)
+    {
+        desc.push_back(input.desc);
+    }
+    plugin = create(fields);
+    std::vector<PluginTensorDesc> outputDesc{outputs[0].desc};
+    std::vector<void const*> pointers(6, nullptr);
+    std::vector<void*> outputPointers{nullptr};
+    expect(runtime(*plugin)->enqueue(desc.data(), outputDesc.data(), pointers.data(), outputPointers.data(), nullptr,
+               nullptr)
+            != 0,
+        "enqueue must refuse target_hidden rows that differ from the logits rows");
+}
+
 class LoggerFinder : public ILoggerFinder
 {
 public:
@@ -1182,6 +1259,7 @@ std::map<std::string, std::function<void()>> const kChecks{
     {"clone", checkClone},
     {"attach_to_context", checkAttachToContext},
     {"enqueue_rejects_bad_shapes", checkEnqueueRejectsBadShapes},
+    {"tree_logits_mode", checkTreeLogitsMode},
 };
 
 template <typename F>

@@ -48,7 +48,7 @@ constexpr std::array<FieldSpec, kNUM_FIELDS> kFieldSpecs{{
     {"draft_hidden", PluginFieldType::kINT32, true,
         "int32 [1]: the draft's hidden size Hd, 0 when no block reads the draft (DD, DD1)"},
     {"max_path_len", PluginFieldType::kINT32, true, "int32 [1]: D + 1, the columns of paths and accepted_tokens"},
-    {"output_mode", PluginFieldType::kINT32, true, "int32 [1]: 0 = accept, 1 = logits"},
+    {"output_mode", PluginFieldType::kINT32, true, "int32 [1]: 0 = accept, 1 = logits, 2 = tree logits"},
     {"threshold", PluginFieldType::kFLOAT32, true, "float32 [1]: the judge threshold of logits mode, in [0, 1]"},
     {"feature_setup", PluginFieldType::kINT32, true,
         "int32 [1]: the first contract's setup, 0 = DT, 1 = DD-DT (feature_blocks replaces it)"},
@@ -253,13 +253,20 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
         readsDraftHidden = readsDraftHidden || blockReadsDraft(static_cast<FeatureBlock>(code));
     }
     int32_t const mode = found[kOUTPUT_MODE] ? readInt(found[kOUTPUT_MODE]) : 0;
-    if (mode != 0 && mode != 1)
+    if (mode < 0 || mode > 2)
     {
-        error = "field 'output_mode' is " + std::to_string(mode) + "; it must be 0 (accept) or 1 (logits)";
+        error = "field 'output_mode' is " + std::to_string(mode) + "; it must be 0 (accept), 1 (logits) or 2 (tree "
+                "logits)";
         return false;
     }
     parsed.outputMode = static_cast<OutputMode>(mode);
     bool const isLogitsMode = parsed.outputMode == OutputMode::kLOGITS;
+    if (parsed.outputMode == OutputMode::kTREE_LOGITS && readsDraftHidden)
+    {
+        error = "feature_blocks " + setup + " read the draft's hidden states (DD, DD1), which an EAGLE engine step "
+                "does not have: output_mode 2 (tree logits) runs target-only judges (DT, DT1, DT2, LS)";
+        return false;
+    }
     if (readsDraftHidden && found[kDRAFT_HIDDEN] == nullptr)
     {
         error = missing(kDRAFT_HIDDEN, (", which feature_blocks " + setup + " needs").c_str());
@@ -267,7 +274,7 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
     }
     if (!isLogitsMode && found[kMAX_PATH_LEN] == nullptr)
     {
-        error = missing(kMAX_PATH_LEN, ", which output_mode 0 (accept) needs");
+        error = missing(kMAX_PATH_LEN, ", which output_modes 0 (accept) and 2 (tree logits) need");
         return false;
     }
     if (isLogitsMode && found[kTHRESHOLD] == nullptr)
@@ -354,7 +361,7 @@ std::string shortPathWarning(AcceptConfig const& config)
     int32_t const window = config.layout.windowTokens;
     int32_t const depth = config.maxPathLen - 1;
     // logits mode without max_path_len keeps the default 1: the engine's draft length is unknown then
-    bool const known = config.outputMode == OutputMode::kACCEPT || config.maxPathLen > 1;
+    bool const known = config.outputMode != OutputMode::kLOGITS || config.maxPathLen > 1;
     if (window == 0 || !known || depth > window)
     {
         return "";
@@ -414,7 +421,9 @@ std::string describeAcceptConfig(AcceptConfig const& config)
     std::ostringstream text;
     text << "feature_blocks=" << setupName(config.featureBlocks) << " target_hidden=" << config.targetHidden
          << " draft_hidden=" << config.draftHidden << " max_path_len=" << config.maxPathLen
-         << " output_mode=" << (config.outputMode == OutputMode::kLOGITS ? "logits" : "accept")
+         << " output_mode="
+         << (config.outputMode == OutputMode::kLOGITS ? "logits"
+                 : config.outputMode == OutputMode::kTREE_LOGITS ? "tree_logits" : "accept")
          << " threshold=" << config.threshold;
     return text.str();
 }

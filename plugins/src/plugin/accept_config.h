@@ -23,6 +23,7 @@ enum class OutputMode : int32_t
 {
     kACCEPT = 0, //!< accepted_tokens, accepted_lens, best_path, judged_count
     kLOGITS = 1, //!< rewritten target logits for an exact-match decoder (TRTLLM.md route 1)
+    kTREE_LOGITS = 2, //!< rewritten lm_logits of a TensorRT-LLM EAGLE engine step (tree rows per request)
 };
 
 struct AcceptConfig
@@ -33,7 +34,7 @@ struct AcceptConfig
     JudgeLayout layout{};               //!< where each block's weights lie (featureBlocks and the hidden sizes)
     int32_t targetHidden{0};            //!< Ht
     int32_t draftHidden{0};             //!< Hd, 0 when no block reads the draft
-    int32_t maxPathLen{1};              //!< D + 1 (accept mode)
+    int32_t maxPathLen{1};              //!< D + 1 (accept and tree logits modes)
     OutputMode outputMode{OutputMode::kACCEPT};
     float threshold{0.5f};              //!< the judge's threshold in logits mode (not read in accept mode)
 };

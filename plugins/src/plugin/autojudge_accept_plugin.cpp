@@ -53,10 +53,30 @@ constexpr std::array<InputSpec, 7> kLogitsInputs{{
     {"draft_hidden", 2, "[L, draft_hidden]"},
 }};
 
+constexpr std::array<InputSpec, 7> kTreeLogitsInputs{{
+    {"target_logits", 2, "[L, V]"},
+    {"target_hidden", 2, "[L, target_hidden]"},
+    {"draft_tokens", 2, "[B, N]"},
+    {"draft_lens", 1, "[B]"},
+    {"paths", 3, "[B, N + 1, max_path_len]"},
+    {"threshold", 1, "[B]"},
+    {"greedy_child", 2, "[B, N + 1]"},
+}};
+
 //! The inputs of the configured mode, in order: the six, then draft_hidden when a block reads the
-//! draft, then (accept mode) greedy_child when a block looks ahead.
+//! draft, then (accept mode) greedy_child when a block looks ahead; tree logits mode: its six, then
+//! greedy_child when a block looks ahead (no block reads the draft).
 std::vector<InputSpec> presentInputs(AcceptConfig const& config)
 {
+    if (config.outputMode == OutputMode::kTREE_LOGITS)
+    {
+        std::vector<InputSpec> specs(kTreeLogitsInputs.begin(), kTreeLogitsInputs.begin() + 6);
+        if (config.layout.windowTokens > 0)
+        {
+            specs.push_back(kTreeLogitsInputs[6]);
+        }
+        return specs;
+    }
     bool const accept = config.outputMode == OutputMode::kACCEPT;
     InputSpec const* all = accept ? kAcceptInputs.data() : kLogitsInputs.data();
     std::vector<InputSpec> specs(all, all + 6);
@@ -240,10 +260,11 @@ int32_t AutoJudgeAcceptPlugin::getNbOutputs() const noexcept
 std::string AutoJudgeAcceptPlugin::checkShapes(Dims const* inputs, int32_t nbInputs, int32_t nbOutputs) const
 {
     bool const accept = mConfig.outputMode == OutputMode::kACCEPT;
+    bool const tree = mConfig.outputMode == OutputMode::kTREE_LOGITS;
     if (nbInputs != expectedInputs() || nbOutputs != getNbOutputs())
     {
         std::ostringstream text;
-        text << "output_mode " << (accept ? "0 (accept)" : "1 (logits)") << " with feature_blocks "
+        text << "output_mode " << (accept ? "0 (accept)" : tree ? "2 (tree logits)" : "1 (logits)") << " with feature_blocks "
              << setupName(mConfig.featureBlocks) << " takes " << expectedInputs() << " inputs (";
         std::vector<InputSpec> const specs = presentInputs(mConfig);
         for (size_t i = 0; i < specs.size(); ++i)
@@ -254,7 +275,7 @@ std::string AutoJudgeAcceptPlugin::checkShapes(Dims const* inputs, int32_t nbInp
              << " outputs";
         return text.str();
     }
-    return accept ? checkAcceptShapes(inputs) : checkLogitsShapes(inputs);
+    return accept ? checkAcceptShapes(inputs) : tree ? checkTreeLogitsShapes(inputs) : checkLogitsShapes(inputs);
 }
 
 std::string AutoJudgeAcceptPlugin::checkAcceptShapes(Dims const* inputs) const
@@ -329,6 +350,43 @@ std::string AutoJudgeAcceptPlugin::checkLogitsShapes(Dims const* inputs) const
     return problems.text();
 }
 
+std::string AutoJudgeAcceptPlugin::checkTreeLogitsShapes(Dims const* inputs) const
+{
+    std::vector<InputSpec> const specs = presentInputs(mConfig);
+    ShapeProblems problems(inputs, specs.data());
+    if (!problems.ranksOk(expectedInputs()))
+    {
+        return problems.text();
+    }
+    int32_t const logits = idx(TreeLogitsInput::kTARGET_LOGITS);
+    int32_t const draftTokens = idx(TreeLogitsInput::kDRAFT_TOKENS);
+    int32_t const paths = idx(TreeLogitsInput::kPATHS);
+    int64_t const batch = problems.extent(idx(TreeLogitsInput::kDRAFT_LENS), 0);
+    int64_t const numDraftNodes = problems.extent(draftTokens, 1);
+    problems.expectExtent(idx(TreeLogitsInput::kTARGET_HIDDEN), 1, mConfig.targetHidden, "the target_hidden field");
+    problems.expectExtent(idx(TreeLogitsInput::kTARGET_HIDDEN), 0, problems.extent(logits, 0), "one row per logits row");
+    problems.expectExtent(paths, 2, mConfig.maxPathLen, "the max_path_len field");
+    problems.expectExtent(draftTokens, 0, batch, "B, the length of draft_lens");
+    problems.expectExtent(paths, 0, batch, "B, the length of draft_lens");
+    problems.expectExtent(idx(TreeLogitsInput::kTHRESHOLD), 0, batch, "B, the length of draft_lens");
+    if (mConfig.layout.windowTokens > 0)
+    {
+        problems.expectExtent(idx(TreeLogitsInput::kGREEDY_CHILD), 0, batch, "B, the length of draft_lens");
+        problems.expectExtent(idx(TreeLogitsInput::kGREEDY_CHILD), 1, known(numDraftNodes) ? numDraftNodes + 1 : -1,
+            "N + 1: one entry per node, root included");
+    }
+    if (known(numDraftNodes) && numDraftNodes + 1 > kMaxTreeNodes)
+    {
+        problems.fail("draft_tokens has N = " + std::to_string(numDraftNodes) + " draft nodes; the kernel holds at most "
+            + std::to_string(kMaxTreeNodes - 1) + " per request");
+    }
+    if (problems.extent(logits, 1) == 0)
+    {
+        problems.fail("target_logits has an empty vocabulary dimension");
+    }
+    return problems.text();
+}
+
 int32_t AutoJudgeAcceptPlugin::fail(ErrorCode code, std::string const& message) const
 {
     reportError(mRecorder, code, std::string(kPluginName) + ": " + message);
@@ -361,7 +419,7 @@ int32_t AutoJudgeAcceptPlugin::getOutputDataTypes(
     {
         return fail(ErrorCode::kINVALID_ARGUMENT, checkShapes(nullptr, nbInputs, nbOutputs));
     }
-    if (mConfig.outputMode == OutputMode::kLOGITS)
+    if (mConfig.outputMode != OutputMode::kACCEPT)
     {
         outputTypes[idx(LogitsOutput::kREWRITTEN_LOGITS)] = inputTypes[idx(LogitsInput::kTARGET_LOGITS)];
         return 0;
@@ -393,7 +451,7 @@ int32_t AutoJudgeAcceptPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs
         {
             return fail(ErrorCode::kINVALID_ARGUMENT, problem);
         }
-        if (mConfig.outputMode == OutputMode::kLOGITS)
+        if (mConfig.outputMode != OutputMode::kACCEPT)
         {
             outputs[idx(LogitsOutput::kREWRITTEN_LOGITS)] = inputs[idx(LogitsInput::kTARGET_LOGITS)];
             return 0;
@@ -429,6 +487,7 @@ bool AutoJudgeAcceptPlugin::supportsFormatCombination(
         return false;
     }
     bool const accept = mConfig.outputMode == OutputMode::kACCEPT;
+    bool const tree = mConfig.outputMode == OutputMode::kTREE_LOGITS;
     int32_t const targetHidden = accept ? idx(AcceptInput::kTARGET_HIDDEN) : idx(LogitsInput::kTARGET_HIDDEN);
     int32_t const draftHidden = accept ? idx(AcceptInput::kDRAFT_HIDDEN) : idx(LogitsInput::kDRAFT_HIDDEN);
     if (pos == idx(AcceptInput::kTARGET_LOGITS) || pos == targetHidden)
@@ -443,7 +502,7 @@ bool AutoJudgeAcceptPlugin::supportsFormatCombination(
     {
         return accept ? desc.type == DataType::kINT32 : desc.type == inOut[idx(LogitsInput::kTARGET_LOGITS)].desc.type;
     }
-    if (accept && pos == idx(AcceptInput::kTHRESHOLD))
+    if ((accept && pos == idx(AcceptInput::kTHRESHOLD)) || (tree && pos == idx(TreeLogitsInput::kTHRESHOLD)))
     {
         return desc.type == DataType::kFLOAT;
     }
@@ -557,8 +616,12 @@ int32_t AutoJudgeAcceptPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDe
         {
             return fail(ErrorCode::kFAILED_ALLOCATION, error);
         }
-        return mConfig.outputMode == OutputMode::kACCEPT ? enqueueAccept(inputDesc, inputs, outputs, workspace, stream)
-                                                         : enqueueLogits(inputDesc, inputs, outputs, workspace, stream);
+        switch (mConfig.outputMode)
+        {
+        case OutputMode::kACCEPT: return enqueueAccept(inputDesc, inputs, outputs, workspace, stream);
+        case OutputMode::kTREE_LOGITS: return enqueueTreeLogits(inputDesc, inputs, outputs, workspace, stream);
+        default: return enqueueLogits(inputDesc, inputs, outputs, workspace, stream);
+        }
     }
     catch (std::exception const& e)
     {
@@ -688,6 +751,36 @@ int32_t AutoJudgeAcceptPlugin::enqueueLogits(nvinfer1::PluginTensorDesc const* i
     return status == cudaSuccess
         ? 0
         : fail(ErrorCode::kFAILED_EXECUTION, std::string("logits-mode launch failed: ") + cudaGetErrorString(status));
+}
+
+int32_t AutoJudgeAcceptPlugin::enqueueTreeLogits(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
+    void* const* outputs, void* workspace, cudaStream_t stream)
+{
+    // draft_lens lives in device memory (the EAGLE engine computes it): the kernel checks that the requests'
+    // rows add up to the logits rows and copies the step unchanged when they do not.
+    RewriteTreeLogitsArgs args{};
+    if (!nodeRowsOf(inputDesc, inputs, -1, mConfig, mDeviceWeight, args.rows))
+    {
+        return fail(ErrorCode::kINVALID_ARGUMENT, "target_logits and target_hidden must be float32, float16 or bfloat16");
+    }
+    Dims const& paths = inputDesc[idx(TreeLogitsInput::kPATHS)].dims;
+    args.draftTokens = static_cast<int32_t const*>(inputs[idx(TreeLogitsInput::kDRAFT_TOKENS)]);
+    args.draftLens = static_cast<int32_t const*>(inputs[idx(TreeLogitsInput::kDRAFT_LENS)]);
+    args.paths = static_cast<int32_t const*>(inputs[idx(TreeLogitsInput::kPATHS)]);
+    args.threshold = static_cast<float const*>(inputs[idx(TreeLogitsInput::kTHRESHOLD)]);
+    args.greedyChild = mConfig.layout.windowTokens > 0
+        ? static_cast<int32_t const*>(inputs[idx(TreeLogitsInput::kGREEDY_CHILD)])
+        : nullptr;
+    args.batchSize = static_cast<int32_t>(inputDesc[idx(TreeLogitsInput::kDRAFT_LENS)].dims.d[0]);
+    args.numDraftNodes = static_cast<int32_t>(inputDesc[idx(TreeLogitsInput::kDRAFT_TOKENS)].dims.d[1]);
+    args.numPaths = static_cast<int32_t>(paths.d[1]);
+    args.maxPathLen = static_cast<int32_t>(paths.d[2]);
+    args.rewrittenLogits = outputs[idx(LogitsOutput::kREWRITTEN_LOGITS)];
+    size_t const workspaceBytes = acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);
+    cudaError_t const status = launchRewriteTreeLogits(args, workspace, workspaceBytes, stream);
+    return status == cudaSuccess
+        ? 0
+        : fail(ErrorCode::kFAILED_EXECUTION, std::string("tree-logits-mode launch failed: ") + cudaGetErrorString(status));
 }
 
 nvinfer1::IPluginV3* AutoJudgeAcceptPlugin::attachToContext(nvinfer1::IPluginResourceContext* context) noexcept

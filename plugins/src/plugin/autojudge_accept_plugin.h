@@ -59,10 +59,25 @@ enum class LogitsInput : int32_t
     kDRAFT_HIDDEN = 6,         //!< [L, draft_hidden] same type as target_hidden (blocks DD, DD1)
 };
 
-//! Output of output_mode 1 (logits).
+//! Output of output_modes 1 (logits) and 2 (tree logits).
 enum class LogitsOutput : int32_t
 {
     kREWRITTEN_LOGITS = 0, //!< [L, V] same type as target_logits
+};
+
+//! Inputs of output_mode 2 (tree logits): the tensors of one TensorRT-LLM EAGLE engine step at
+//! EagleForCausalLM._eagle_fwd_helper. Request b owns draft_lens[b] + 1 logits rows after those of the
+//! requests before it (its root, then node n at its row n); B requests, N = max_draft_len,
+//! M = N + 1 (plugins/README.md, "Tree logits mode").
+enum class TreeLogitsInput : int32_t
+{
+    kTARGET_LOGITS = 0, //!< [L, V] fp32/fp16/bf16: lm_logits
+    kTARGET_HIDDEN = 1, //!< [L, target_hidden] fp32/fp16/bf16: the LM head's input rows
+    kDRAFT_TOKENS = 2,  //!< [B, N] int32: the engine input draft_tokens
+    kDRAFT_LENS = 3,    //!< [B] int32: draft_lens (0 for a context request)
+    kPATHS = 4,         //!< [B, M, max_path_len] int32: draft_paths
+    kTHRESHOLD = 5,     //!< [B] float32: posterior_threshold, the per-request judge threshold
+    kGREEDY_CHILD = 6,  //!< [B, N + 1] int32: the static tree's rank-0 child of each node (blocks DT1, DT2, LS)
 };
 
 class AutoJudgeAcceptPlugin : public nvinfer1::IPluginV3,
@@ -123,6 +138,7 @@ private:
     std::string checkShapes(nvinfer1::Dims const* inputs, int32_t nbInputs, int32_t nbOutputs) const;
     std::string checkAcceptShapes(nvinfer1::Dims const* inputs) const;
     std::string checkLogitsShapes(nvinfer1::Dims const* inputs) const;
+    std::string checkTreeLogitsShapes(nvinfer1::Dims const* inputs) const;
     //! Report an error through the attached context's recorder (if any) and the logger; returns 1.
     int32_t fail(nvinfer1::ErrorCode code, std::string const& message) const;
     //! Copy judge_weight to device memory once per plugin object.
@@ -133,6 +149,8 @@ private:
     //! from the host inputs; empty when they fit input_ids, else what is wrong (no memory touched).
     std::string stageTokenEnds(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs);
     int32_t enqueueLogits(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
+        void* const* outputs, void* workspace, cudaStream_t stream);
+    int32_t enqueueTreeLogits(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
         void* const* outputs, void* workspace, cudaStream_t stream);
 
     AcceptConfig mConfig;

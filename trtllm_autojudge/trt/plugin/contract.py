@@ -41,6 +41,24 @@ Logits mode (``output_mode = 1``), the stock engine tensors of one packed step (
 Output: ``rewritten_logits [L, V]`` of ``target_logits``' type. A sequence's draft rows are a chain:
 the lookahead blocks of a draft row read the sequence's next draft rows (no greedy_child input).
 
+Tree logits mode (``output_mode = 2``), the tensors of one TensorRT-LLM 1.2 EAGLE engine step at
+``EagleForCausalLM._eagle_fwd_helper`` (request b owns ``draft_lens[b] + 1`` logits rows after those of
+the requests before it; the rule is :mod:`trtllm_autojudge.spec.tree_step`; target-only judges):
+
+==  ================  ======================  =============================================
+ #  name              shape                   meaning
+==  ================  ======================  =============================================
+ 0  target_logits     [L, V]                  ``lm_logits``
+ 1  target_hidden     [L, Ht]                 the LM head's input rows
+ 2  draft_tokens      [B, N] int32            the engine input ``draft_tokens``
+ 3  draft_lens        [B] int32               ``draft_lens`` (0 for a context request)
+ 4  paths             [B, N+1, D+1] int32     ``draft_paths``
+ 5  threshold         [B] float32             ``posterior_threshold``: per-request threshold
+ 6  greedy_child      [B, N+1] int32          the static tree's rank-0 children (DT1, DT2, LS)
+==  ================  ======================  =============================================
+
+Output: ``rewritten_logits [L, V]``, for the stock ``EagleSampleAndAcceptDraftTokens``.
+
 ``feature_blocks`` holds the judge's blocks as :data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`
 codes, in the order of its weights. Field sets of the first contract named the setup with
 ``feature_setup`` (0 = DT, 1 = DD-DT) instead; :func:`check_plugin_fields` migrates them, and the
@@ -74,7 +92,7 @@ FIELD_DTYPES: dict[str, type] = {
 # trt.PluginFieldType member per NumPy dtype.
 TRT_FIELD_TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32"}
 LEGACY_FEATURE_SETUPS = {0: "DT", 1: "DD-DT"}  # feature_setup of the first contract's field sets
-OUTPUT_MODES = {"accept": 0, "logits": 1}
+OUTPUT_MODES = {"accept": 0, "logits": 1, "tree_logits": 2}
 
 ACCEPT_INPUTS = ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths", "threshold", "draft_hidden",
                  "greedy_child")
@@ -82,6 +100,8 @@ ACCEPT_OUTPUTS = ("accepted_tokens", "accepted_lens", "best_path", "judged_count
 LOGITS_INPUTS = ("target_logits", "target_hidden", "input_ids", "last_token_ids", "host_request_types",
                  "host_context_lengths", "draft_hidden")
 LOGITS_OUTPUTS = ("rewritten_logits",)
+TREE_LOGITS_INPUTS = ("target_logits", "target_hidden", "draft_tokens", "draft_lens", "paths", "threshold",
+                      "greedy_child")
 LAYER_NAME = "autojudge_accept"
 
 
@@ -130,6 +150,9 @@ def check_plugin_fields(fields: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
         raise ValueError(f"max_path_len (D+1) must be >= 2 (at least one draft token), got {out['max_path_len'][0]}")
     if int(out["output_mode"][0]) not in OUTPUT_MODES.values():
         raise ValueError(f"output_mode {out['output_mode'][0]} is not one of {OUTPUT_MODES}")
+    if int(out["output_mode"][0]) == OUTPUT_MODES["tree_logits"] and reads_draft(setup):
+        raise ValueError(f"feature_blocks {setup} read the draft's hidden states, which an EAGLE engine step does not "
+                         f"have: output_mode tree_logits runs target-only judges (DT, DT1, DT2, LS)")
     if not 0.0 <= float(out["threshold"][0]) <= 1.0:
         raise ValueError(f"threshold {out['threshold'][0]} must lie in [0, 1]")
     return out
@@ -155,19 +178,31 @@ def logits_input_names(feature_blocks: Sequence[int]) -> tuple[str, ...]:
     return LOGITS_INPUTS if reads_draft(block_setup(feature_blocks)) else LOGITS_INPUTS[:-1]
 
 
+def tree_logits_input_names(feature_blocks: Sequence[int]) -> tuple[str, ...]:
+    """Names of the tree-logits-mode inputs, in plugin order: the six, then ``greedy_child`` when a block
+    looks ahead."""
+    return TREE_LOGITS_INPUTS if window_tokens(block_setup(feature_blocks)) > 0 else TREE_LOGITS_INPUTS[:-1]
+
+
 def plugin_io_names(fields: Mapping[str, np.ndarray]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(inputs, outputs)`` of the plugin these fields configure, in plugin order."""
     f = check_plugin_fields(fields)
-    if int(f["output_mode"][0]) == OUTPUT_MODES["accept"]:
+    mode = int(f["output_mode"][0])
+    if mode == OUTPUT_MODES["accept"]:
         return accept_input_names(f["feature_blocks"]), ACCEPT_OUTPUTS
+    if mode == OUTPUT_MODES["tree_logits"]:
+        return tree_logits_input_names(f["feature_blocks"]), LOGITS_OUTPUTS
     return logits_input_names(f["feature_blocks"]), LOGITS_OUTPUTS
 
 
 def check_plugin_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
     """The shape check of the mode these fields configure (-1 is a dynamic dimension)."""
     f = check_plugin_fields(fields)
-    if int(f["output_mode"][0]) == OUTPUT_MODES["accept"]:
+    mode = int(f["output_mode"][0])
+    if mode == OUTPUT_MODES["accept"]:
         check_accept_input_shapes(shapes, f)
+    elif mode == OUTPUT_MODES["tree_logits"]:
+        check_tree_logits_input_shapes(shapes, f)
     else:
         check_logits_input_shapes(shapes, f)
 
@@ -227,6 +262,28 @@ def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mappi
     for name in ("draft_lens", "threshold"):
         same(s[name][0], B, f"{name} must be [B]")
     same(s["paths"][0], B, "paths must be [B, P, D+1]")
+    same(s["paths"][2], int(f["max_path_len"][0]), "paths last dimension vs field max_path_len (D+1)")
+    if "greedy_child" in s:
+        same(s["greedy_child"][0], B, "greedy_child must be [B, N+1]")
+        same(s["greedy_child"][1], N + 1 if N >= 0 else -1, "greedy_child must be [B, N+1], one entry per node")
+
+
+def check_tree_logits_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
+    """Check tree-logits-mode input shapes against each other and the fields; -1 is a dynamic dimension.
+
+    Raises ValueError naming the input whose shape is wrong.
+    """
+    f = check_plugin_fields(fields)
+    names = tree_logits_input_names(f["feature_blocks"])
+    ranks = {"target_logits": 2, "target_hidden": 2, "draft_tokens": 2, "draft_lens": 1, "paths": 3, "threshold": 1,
+             "greedy_child": 2}
+    s, same = _shape_checker(shapes, names, ranks, "tree_logits")
+    B, N = s["draft_tokens"]
+    same(s["target_hidden"][0], s["target_logits"][0], "target_hidden must have one row per logits row")
+    same(s["target_hidden"][1], int(f["target_hidden"][0]), "target_hidden width vs field target_hidden")
+    for name in ("draft_lens", "threshold"):
+        same(s[name][0], B, f"{name} must be [B]")
+    same(s["paths"][0], B, "paths must be [B, N+1, D+1]")
     same(s["paths"][2], int(f["max_path_len"][0]), "paths last dimension vs field max_path_len (D+1)")
     if "greedy_child" in s:
         same(s["greedy_child"][0], B, "greedy_child must be [B, N+1]")
