@@ -1,13 +1,13 @@
-"""Build the TensorRT-LLM 1.2 draft and AutoJudge target engines (``trtllm-autojudge build-engines``).
+"""Build the TensorRT-LLM 1.2 engines of an AutoJudge route (``trtllm-autojudge build-engines``).
 
-Two routes (docs/deploy.md says when to use which); each is four commands (``--dry-run`` prints
-them and exits): convert the draft, convert the target with the route's config block, build the
-draft, build the target.
+Three routes (docs/deploy.md says when to use which); the context and stock routes are four commands
+each (``--dry-run`` prints them and exits): convert the draft, convert the target with the route's
+config block, build the draft, build the target; the EAGLE route is two.
 
 The judge is ``--judge``, else the task's (``--task``): its shipped judge on the context route, its
-shipped stock-route judge on the stock route (``Task.shipped_stock_judge``). A judge setup the route
-cannot feed is refused before anything is built, naming the setups the route runs
-(trtllm_autojudge/trt/engine/routes.py).
+shipped stock-route judge (target-only) on the stock and EAGLE routes (``Task.shipped_stock_judge``). A
+judge setup the route cannot feed is refused before anything is built, naming the setups the route
+runs (trtllm_autojudge/trt/engine/routes.py).
 
 ``--route context`` (default): the target is context-only (``--kv_cache_type disabled``) with the
 AutoJudgeAccept plugin in accept mode after the LM head (``--model_cls_file
@@ -20,6 +20,16 @@ trtllm_autojudge/trt/engine/draft_model_cls.py`` (its last-token final-norm hidd
 an engine output) and room for a context that ends at a draft node. With
 ``--width`` > 1 the draft is built with ``--gather_generation_logits`` (the leaf siblings come from
 its generation logits, which Triton's backend returns only from such an engine).
+
+``--route eagle``: one engine, TensorRT-LLM's EAGLE engine (``--speculative_decoding_mode eagle``, paged
+KV cache) of the target and an EAGLE-1/2 head (``--eagle_head``, :mod:`trtllm_autojudge.models.eagle_head`),
+built with ``--model_cls_file trtllm_autojudge/trt/engine/eagle_model_cls.py``: the plugin in tree logits
+mode rewrites ``lm_logits`` before the stock accept step. Static trees (``--eagle_choices``) or EAGLE-2
+dynamic trees (``--dynamic_tree --depth D --top_k K --max_draft_len N``); per-request thresholds
+(``posterior_threshold``, or ``--threshold_source engine`` for one per engine); target-only judges, a
+lookahead one on static trees only; ``--tp_size N``. A tree deeper than ``--num_eagle_layers`` or larger
+than ``--max_draft_len``, a head for another target, and ``eagle_choices`` that are not prefix-closed are
+refused before anything is built. Two commands: convert, build.
 
 ``--route stock``: the target is a stock ``--speculative_decoding_mode draft_tokens_external``
 engine (paged KV cache, block reuse through paged context FMHA, ``--max_draft_len D``) built with
@@ -41,10 +51,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from trtllm_autojudge.decoding.dynamic_tree import DynamicTree
+from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead
 from trtllm_autojudge.tasks import add_task_args, task_from_args
 from trtllm_autojudge.tasks.base import Task
-from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path, stock_model_cls_path
+from trtllm_autojudge.trt import draft_model_cls_path, eagle_model_cls_path, model_cls_path, stock_model_cls_path
+from trtllm_autojudge.trt.engine.eagle_spec import THRESHOLD_SOURCES, EagleBlock, eagle_block
 from trtllm_autojudge.trt.engine.io_spec import EngineBlock, engine_block
 from trtllm_autojudge.trt.engine.routes import check_route_judge, route_setups
 from trtllm_autojudge.trt.engine.stock_spec import StockBlock, stock_block
@@ -53,6 +66,7 @@ from trtllm_autojudge.trt.runner.packing import chain_tree
 MODEL_CLS_NAME = "AutoJudgeLLaMAForCausalLM"
 DRAFT_MODEL_CLS_NAME = "AutoJudgeDraftLLaMAForCausalLM"
 STOCK_MODEL_CLS_NAME = "AutoJudgeStockLLaMAForCausalLM"
+EAGLE_MODEL_CLS_NAME = "AutoJudgeEagleForCausalLM"
 PLUGINS = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
 
 
@@ -61,12 +75,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--route", choices=sorted(ROUTES), default="context",
                     help="context: cache-free target returning the accepted tokens (trees, per-request thresholds); "
                          "stock: KV-cached draft_tokens_external target whose logits the judge rewrites (executor, "
-                         "Triton BLS, TP unchanged); docs/deploy.md")
-    ap.add_argument("--draft_model_dir", required=True, help="Hugging Face draft checkpoint (Llama family)")
+                         "Triton BLS, TP unchanged); eagle: TensorRT-LLM's EAGLE engine, tree logits rewritten before "
+                         "its stock accept step (recommended for tree drafts); docs/deploy.md")
+    ap.add_argument("--draft_model_dir", help="Hugging Face draft checkpoint (Llama family; context and stock routes)")
     ap.add_argument("--target_model_dir", required=True, help="Hugging Face target checkpoint (Llama family)")
     ap.add_argument("--judge", help="judge file (trtllm-autojudge train); the context route runs every setup of "
                     "the blocks DT, DD, DT1, DT2, DD1, LS, the stock route the target-only ones (e.g. DT-DT1-DT2-LS). "
-                    "Default: the task's shipped judge (context) or shipped stock-route judge (stock)")
+                    "Default: the task's shipped judge (context) or shipped stock-route judge (stock, eagle)")
     ap.add_argument("--plugin_lib", required=True, help="libautojudge_trt_plugin.so (trtllm-autojudge build-plugin)")
     ap.add_argument("--output_dir", required=True, help="writes ckpt/{draft,target} and engines/{draft,target}")
     ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks of the target engine")
@@ -76,7 +91,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max_requests", type=int, default=8, help="sequences verified per cycle")
     ap.add_argument("--depth", type=int, default=8, help="D: draft tokens along the greedy chain (stock: --max_draft_len)")
     ap.add_argument("--width", type=int, default=1, help="W: draft candidates per depth (1 = plain chain; context route)")
-    ap.add_argument("--threshold", type=float, help="stock route: the engine's judge threshold (default: the judge file's)")
+    ap.add_argument("--threshold", type=float, help="stock route: the engine's judge threshold; eagle route: the default "
+                    "for requests without one (default: the judge file's)")
+    eagle = ap.add_argument_group("eagle route")
+    eagle.add_argument("--eagle_head", help="EAGLE head directory (build_scripts/train_eagle.py, EagleHead.save)")
+    eagle.add_argument("--eagle_choices", help="a static tree: JSON list of rank lists, or a file holding one, e.g. "
+                       "'[[0], [1], [0, 0]]' (prefix-closed)")
+    eagle.add_argument("--dynamic_tree", action="store_true", help="EAGLE-2 dynamic trees: --depth levels, --top_k "
+                       "tokens per expanded node, --max_draft_len nodes kept")
+    eagle.add_argument("--top_k", type=int, help="EAGLE-2: K (dynamic_tree_max_topK)")
+    eagle.add_argument("--max_draft_len", type=int, help="draft-token budget per request (default: the static tree's "
+                       "nodes; required with --dynamic_tree)")
+    eagle.add_argument("--num_eagle_layers", type=int, help="EagleNets: the deepest level (default: the tree's depth)")
+    eagle.add_argument("--max_non_leaves_per_layer", type=int, help="nodes with children per level (default: the tree's "
+                       "widest, or --top_k)")
+    eagle.add_argument("--threshold_source", choices=THRESHOLD_SOURCES, default="request",
+                       help="request: each request's EagleConfig(posterior_threshold) (run-engines); engine: --threshold "
+                            "for every request (Triton's backend sets no per-request EagleConfig)")
     ap.add_argument("--max_input_len", type=int, default=1024, help="longest prompt in tokens")
     ap.add_argument("--max_new_tokens", type=int, default=512, help="longest generation in tokens")
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs the conversion")
@@ -93,6 +124,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--width: the stock route verifies chains (draft_tokens_external has no tree input); use --route context")
     if args.route == "context" and args.threshold is not None:
         ap.error("--threshold: the context route takes a threshold per request at run time (run-engines --threshold)")
+    if args.route == "eagle":
+        if args.eagle_head is None or bool(args.eagle_choices) == bool(args.dynamic_tree):
+            ap.error("--route eagle needs --eagle_head and one tree: --eagle_choices (static) or --dynamic_tree (EAGLE-2)")
+        if args.dynamic_tree and (args.top_k is None or args.max_draft_len is None):
+            ap.error("--dynamic_tree needs --top_k K and --max_draft_len N (and --depth D levels)")
+        if args.width != 1 or args.draft_model_dir:
+            ap.error("--route eagle drafts inside the target with the EAGLE head: no --draft_model_dir or --width")
+    else:
+        if args.draft_model_dir is None:
+            ap.error(f"--route {args.route} needs --draft_model_dir")
+        eagle_args = [f"--{n}" for n in ("eagle_head", "eagle_choices", "top_k", "max_draft_len", "num_eagle_layers",
+                                         "max_non_leaves_per_layer") if getattr(args, n) is not None]
+        if eagle_args or args.dynamic_tree:
+            ap.error(f"{eagle_args or ['--dynamic_tree']} belong to --route eagle")
     if args.judge is None:
         args.judge = str(task_judge(task_from_args(args), args.route))
     return args
@@ -102,13 +147,13 @@ def task_judge(task: Task, route: str) -> Path:
     """The judge a route takes from ``task`` when ``--judge`` is not given: its shipped stock-route judge
     on the stock route, its shipped judge on the context route; FileNotFoundError saying how to make
     it, or to pass ``--judge``, when the task ships none or the file is missing."""
-    path = task.shipped_stock_judge_path() if route == "stock" else task.shipped_judge_path()
+    path = task.shipped_stock_judge_path() if route in ("stock", "eagle") else task.shipped_judge_path()
     if path is None:
         raise FileNotFoundError(f"task {task.name} ships no judge for the {route} route: pass --judge PATH (a judge "
                                 f"file of {route_setups(route)}, from `trtllm-autojudge train`)")
     if not path.is_file():
         make = (f"`python build_scripts/make_judge.py --task {task.name} --setups DT-DT1-DT2-LS --no-install --work W "
-                f"...` and copy W/judge_DT-DT1-DT2-LS.safetensors there" if route == "stock"
+                f"...` and copy W/judge_DT-DT1-DT2-LS.safetensors there" if route in ("stock", "eagle")
                 else f"`python build_scripts/make_judge.py --task {task.name} ...` (it installs it there)")
         raise FileNotFoundError(f"the {route} route's judge of task {task.name}, {path}, does not exist: make it with "
                                 f"{make}, or pass --judge PATH")
@@ -197,9 +242,55 @@ def stock_commands(args: argparse.Namespace, block: StockBlock, block_file: Path
     ]
 
 
+def eagle_tree(args: argparse.Namespace) -> DraftTree | DynamicTree:
+    """The tree of --eagle_choices (a JSON list or a file holding one), or the EAGLE-2 rule."""
+    if args.dynamic_tree:
+        return DynamicTree(args.depth, args.top_k, args.max_draft_len)
+    text = Path(args.eagle_choices).read_text() if Path(args.eagle_choices).is_file() else args.eagle_choices
+    try:
+        choices = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--eagle_choices is neither a JSON list of rank lists nor a file holding one: {e}") from e
+    return DraftTree.from_choices(choices)
+
+
+def eagle_target_block(args: argparse.Namespace) -> EagleBlock:
+    return eagle_block(judge_file(args), args.plugin_lib, eagle_tree(args), max_draft_len=args.max_draft_len,
+                       num_eagle_layers=args.num_eagle_layers, max_non_leaves_per_layer=args.max_non_leaves_per_layer,
+                       threshold=args.threshold, threshold_source=args.threshold_source)
+
+
+def eagle_commands(args: argparse.Namespace, block: EagleBlock, block_file: Path) -> list[list[str]]:
+    """The EAGLE route's two commands: convert target + head, build the EAGLE engine (module docstring)."""
+    out = Path(args.output_dir).resolve()
+    ckpt, engines = out / "ckpt" / "target", out / "engines" / "target"
+    prefix = args.max_input_len + args.max_new_tokens  # the longest sequence; a step adds a tree of draft tokens
+    return [
+        [args.python, "-m", "trtllm_autojudge.trt.engine.eagle_convert", "--dtype", args.dtype, "--tp_size",
+         str(args.tp_size), "--model_dir", str(Path(args.target_model_dir).resolve()), "--eagle_head",
+         str(Path(args.eagle_head).resolve()), "--output_dir", str(ckpt), "--eagle_block", str(block_file)],
+        [args.trtllm_build, "--checkpoint_dir", str(ckpt), "--output_dir", str(engines), "--model_cls_file",
+         str(eagle_model_cls_path()), "--model_cls_name", EAGLE_MODEL_CLS_NAME, *PLUGINS,
+         "--use_paged_context_fmha", "enable", "--speculative_decoding_mode", "eagle",
+         "--max_batch_size", str(args.max_requests), "--max_input_len", str(args.max_input_len),
+         "--max_seq_len", str(prefix + block.max_draft_len + 1)],
+    ]
+
+
+def check_eagle_inputs(args: argparse.Namespace, block: EagleBlock) -> None:
+    """Refuse a judge or a head that does not fit the target before the conversion starts."""
+    from trtllm_autojudge.trt.engine.eagle_convert import check_head_fits_target
+    from trtllm_autojudge.trt.engine.eagle_spec import eagle_plugin_fields
+
+    eagle_plugin_fields(block, target_hidden=model_hidden_sizes(args)["target"])
+    check_head_fits_target(args.eagle_head, args.target_model_dir)
+
+
 def model_hidden_sizes(args: argparse.Namespace) -> dict[str, int]:
     sizes = {}
     for role, d in (("draft", args.draft_model_dir), ("target", args.target_model_dir)):
+        if d is None:
+            continue
         cfg = Path(d) / "config.json"
         if not cfg.is_file():
             raise FileNotFoundError(f"{cfg} does not exist: --{role}_model_dir must be a Hugging Face checkpoint")
@@ -224,15 +315,16 @@ def check_stock_inputs(args: argparse.Namespace, block: StockBlock) -> None:
 
 @dataclass(frozen=True)
 class Route:
-    """What differs between the routes: the config block, the four commands, the pre-build check."""
+    """What differs between the routes: the config block, the commands, the pre-build check."""
 
-    make_block: Callable[[argparse.Namespace], EngineBlock | StockBlock]
+    make_block: Callable[[argparse.Namespace], EngineBlock | StockBlock | EagleBlock]
     commands: Callable[[argparse.Namespace, object, Path], list[list[str]]]
     check: Callable[[argparse.Namespace, object], None]
 
 
 ROUTES = {"context": Route(target_block, context_commands, check_context_inputs),
-          "stock": Route(stock_target_block, stock_commands, check_stock_inputs)}
+          "stock": Route(stock_target_block, stock_commands, check_stock_inputs),
+          "eagle": Route(eagle_target_block, eagle_commands, check_eagle_inputs)}
 
 
 def main(argv: list[str] | None = None) -> int:

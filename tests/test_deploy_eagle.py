@@ -89,7 +89,7 @@ def test_judged_engine_equals_the_runtime_with_per_request_thresholds(models, tr
 
 def test_refusals(models):
     target, drafter = models
-    with pytest.raises(ValueError, match="max_draft_len 5 nodes and num_eagle_layers 3"):
+    with pytest.raises(ValueError, match="4 levels deep, deeper than num_eagle_layers 3.*7 nodes, more than max_draft_len 5"):
         ReferenceEagleEngine(target, drafter, STATIC, max_draft_len=5, num_eagle_layers=3)
     with pytest.raises(ValueError, match="knows only for a static tree"):
         engine_for(target, drafter, DynamicTree(3, 2, 6), judge(target, "DT-DT1-DT2-LS"))

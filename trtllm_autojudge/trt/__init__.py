@@ -12,10 +12,12 @@
 - :mod:`.triton`: Triton model repositories for both routes;
 - :mod:`.pytorch`: the judge rule in TensorRT-LLM's PyTorch backend (``TorchSampler``).
 
-Two routes (docs/deploy.md says when to use which): ``context`` (a cache-free target engine that
-takes AutoJudge inputs and returns the accepted tokens; trees, per-request thresholds) and ``stock``
+Three routes (docs/deploy.md says when to use which): ``context`` (a cache-free target engine that
+takes AutoJudge inputs and returns the accepted tokens; trees, per-request thresholds), ``stock``
 (a stock ``draft_tokens_external`` target whose logits the plugin rewrites; KV cache, executor,
-Triton's draft-target BLS and tensor parallelism unchanged).
+Triton's draft-target BLS and tensor parallelism unchanged) and ``eagle`` (TensorRT-LLM's EAGLE
+engine, whose tree logits the plugin rewrites before its stock accept step; KV cache, trees drafted
+inside the engine, per-request thresholds).
 
 Everything here imports ``tensorrt`` / ``tensorrt_llm`` / ``mpi4py`` only when called, except the
 model-class files (loaded by ``trtllm-build`` only) and ``triton/models`` (run inside Triton only).
@@ -38,3 +40,8 @@ def draft_model_cls_path() -> Path:
 def stock_model_cls_path() -> Path:
     """The stock route's target ``trtllm-build --model_cls_file`` (logits rewritten by the plugin)."""
     return ENGINE_DIR / "stock_model_cls.py"
+
+
+def eagle_model_cls_path() -> Path:
+    """The EAGLE route's target ``trtllm-build --model_cls_file`` (EAGLE engine, tree logits rewritten)."""
+    return ENGINE_DIR / "eagle_model_cls.py"

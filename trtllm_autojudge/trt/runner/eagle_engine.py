@@ -34,6 +34,7 @@ from ...models.transformers_backend import TransformersLM
 from ...ops.torch_ops import rewrite_tree_logits
 from ...spec import tree_step
 from ...spec.packed_step import CONTEXT_REQUEST
+from ..engine.eagle_spec import check_tree_fits
 from ..engine.routes import check_route_judge
 from .eagle_step import EagleInput, EagleOutput, EagleStep, EagleStepOutputs, pad_paths, spec_decoding_inputs, tree_from_paths
 
@@ -53,10 +54,8 @@ class ReferenceEagleEngine:
 
     def __init__(self, target: TransformersLM, drafter: EagleDrafter, tree: DraftTree | DynamicTree, *,
                  max_draft_len: int, num_eagle_layers: int, judge: JudgeHead | None = None):
-        nodes, depth = (tree.num_nodes, tree.depth) if isinstance(tree, DynamicTree) else (tree.num_nodes, tree.max_depth)
-        if nodes > max_draft_len or depth > num_eagle_layers:
-            raise ValueError(f"the tree has {nodes} nodes and depth {depth}; this engine drafts at most max_draft_len "
-                             f"{max_draft_len} nodes and num_eagle_layers {num_eagle_layers} levels")
+        check_tree_fits(tree, max_draft_len, num_eagle_layers, max_non_leaves_per_layer=max_draft_len)
+        depth = tree.depth if isinstance(tree, DynamicTree) else tree.max_depth
         if judge is not None:
             check_route_judge("eagle", judge, dynamic_tree=isinstance(tree, DynamicTree), depth=depth)
             judge.check_models(target_hidden=target.hidden_size)

@@ -1,8 +1,11 @@
-"""Run the TensorRT-LLM 1.2 engines (``trtllm-autojudge run-engines``), on either route; the target
+"""Run the TensorRT-LLM 1.2 engines (``trtllm-autojudge run-engines``), on any route; the target
 engine's config says which (docs/deploy.md).
 
 ``mpirun -n N python -m trtllm_autojudge.trt.runner.engines --draft_engine_dir ... \\
     --target_engine_dir ... --tokenizer_dir ... --prompt "..." [--threshold 0.3]``
+
+EAGLE route (a target built with ``build-engines --route eagle``): the executor's own EAGLE decoding
+with the engine's tree and per-request thresholds (:mod:`.eagle_executor`); no draft engine.
 
 Stock route (a target built with ``build-engines --route stock``): the executor's draft-target
 flow, unchanged (:func:`trtllm_autojudge.trt.runner.stock_loop.stock_generate`): rank 0 drafts on
@@ -40,54 +43,17 @@ from ...decoding.tree import DraftTree
 from ...judge.head import JudgeHead
 from ...spec.acceptance import Acceptance
 from ..engine.draft_spec import RESULT_PREFIX, engine_hidden_output
+from ..engine.eagle_spec import EagleBlock
 from ..engine.io_spec import ENGINE_OUTPUTS, EngineBlock
 from ..engine.stock_spec import StockBlock
 from ..plugin.library import load_plugin_library
 from .chain_drafter import ChainTreeDrafter, DraftOutput
+from .eagle_executor import ExecutorEagleTarget, eagle_rows
+from .executor_calls import _require_tensorrt_llm, leader_executor, run_requests
 from .loop import DraftProposal, check_thresholds, engine_generate
 from .packing import PackedCycle, chain_tree, engine_feed
 from .stock_loop import stock_generate
 from .tp import check_rank_agreement
-
-
-def _require_tensorrt_llm():
-    try:
-        import tensorrt_llm
-    except ImportError as e:
-        raise ImportError("tensorrt_llm is not importable: the engine runner needs a GPU host with "
-                          "tensorrt-llm==1.2.* (docs/deploy.md)") from e
-    return tensorrt_llm
-
-
-def leader_executor(trtllm, engine_dir: str | Path, config: dict, kv_cache_fraction: float | None,
-                    additional_outputs: list, gather_generation_logits: bool = False):
-    """An executor on a built engine in leader mode (only rank 0 enqueues), greedy, KV-cache block
-    reuse on: the calls ``ModelRunnerCpp`` makes. ``gather_generation_logits``: the executor refuses
-    a request with ``return_generation_logits`` unless this is set (or the engine was built with
-    ``--gather_generation_logits``)."""
-    kv = trtllm.KvCacheConfig(enable_block_reuse=True, free_gpu_memory_fraction=kv_cache_fraction)
-    executor_config = trtllm.ExecutorConfig(max_batch_size=int(config["build_config"]["max_batch_size"]),
-                                            max_beam_width=1, kv_cache_config=kv)
-    executor_config.gather_generation_logits = gather_generation_logits
-    if additional_outputs:
-        executor_config.additional_model_outputs = additional_outputs
-    executor_config.parallel_config = trtllm.ParallelConfig(trtllm.CommunicationType.MPI,
-                                                            trtllm.CommunicationMode.LEADER, device_ids=None,
-                                                            orchestrator_config=None)
-    return trtllm.Executor(Path(engine_dir), trtllm.ModelType.DECODER_ONLY, executor_config)
-
-
-def run_requests(executor, requests, role: str) -> list:
-    """Enqueue ``requests``, wait for every final result; results in request order."""
-    ids = executor.enqueue_requests(requests)
-    results = {}
-    while len(results) < len(ids):
-        for response in executor.await_responses():
-            if response.has_error():
-                raise RuntimeError(f"the {role} engine failed a request: {response.error_msg}")
-            if response.result.is_final:
-                results[response.request_id] = response.result
-    return [results[i] for i in ids]
 
 
 class ExecutorDraftEngine:
@@ -261,7 +227,8 @@ class EngineTargetVerifier:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.runner.engines",
                                  description="Speculative decoding with the AutoJudge TensorRT-LLM 1.2 engines")
-    ap.add_argument("--draft_engine_dir", required=True)
+    ap.add_argument("--draft_engine_dir", help="the draft engine (context and stock routes; the EAGLE route drafts "
+                    "inside its target)")
     ap.add_argument("--target_engine_dir", required=True)
     ap.add_argument("--tokenizer_dir", required=True, help="Hugging Face tokenizer of the pair")
     ap.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
@@ -273,7 +240,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--check_ranks", action="store_true", help="compare every cycle's decision across TP ranks "
                     "(context route)")
     ap.add_argument("--kv_cache_fraction", type=float, default=0.4,
-                    help="stock route: GPU memory share of each executor's KV cache (draft and target share a GPU)")
+                    help="stock and EAGLE routes: GPU memory share of each executor's KV cache")
     ap.add_argument("--output", help="JSONL of per-request results (rank 0)")
     return ap.parse_args(argv)
 
@@ -307,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
     prompts = [r["prompt_ids"] if "prompt_ids" in r else tokenizer.encode(r["prompt"]) for r in requests]
     target_config = json.loads((Path(args.target_engine_dir) / "config.json").read_text())
+    if EagleBlock.from_engine_config(target_config) is not None:
+        return run_eagle(args, requests, prompts, tokenizer, rank)
+    if args.draft_engine_dir is None:
+        raise ValueError("--draft_engine_dir: the context and stock routes draft on a draft engine")
     if StockBlock.from_engine_config(target_config) is not None:
         return run_stock(args, requests, prompts, tokenizer, rank)
     verifier = EngineTargetVerifier(args.target_engine_dir, rank=rank, check_ranks=args.check_ranks)
@@ -336,6 +307,24 @@ def write_rows(args: argparse.Namespace, rows: list[dict]) -> None:
         out.write(json.dumps(row) + "\n")
     if args.output:
         out.close()
+
+
+def run_eagle(args: argparse.Namespace, requests: list[dict], prompts: list[list[int]], tokenizer, rank: int) -> int:
+    """The EAGLE route: the executor's own EAGLE decoding, per-request thresholds (:mod:`.eagle_executor`)."""
+    if args.draft_engine_dir or args.width != 1 or args.depth:
+        raise ValueError("the EAGLE route drafts inside its target with the tree it was built with: no "
+                         "--draft_engine_dir, --depth or --width (rebuild with build-engines --route eagle to change it)")
+    eos = tokenizer.eos_token_id
+    target = ExecutorEagleTarget(args.target_engine_dir, end_id=eos,
+                                 pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
+                                 kv_cache_fraction=args.kv_cache_fraction)
+    requested = [r.get("threshold", args.threshold) for r in requests]
+    if rank == 0:
+        outputs = target.generate(prompts, requested, args.max_new_tokens)
+        thresholds = [target.block.threshold if t is None else t for t in requested]
+        write_rows(args, eagle_rows(requests, outputs, thresholds, tokenizer))
+    target.shutdown()
+    return 0
 
 
 def run_stock(args: argparse.Namespace, requests: list[dict], prompts: list[list[int]], tokenizer, rank: int) -> int:

@@ -1,0 +1,47 @@
+"""The executor calls every route's runner makes (``ModelRunnerCpp``'s, read from the 1.2 sources):
+the import guard, a leader-mode executor on a built engine, and enqueue-and-wait."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _require_tensorrt_llm():
+    try:
+        import tensorrt_llm
+    except ImportError as e:
+        raise ImportError("tensorrt_llm is not importable: the engine runner needs a GPU host with "
+                          "tensorrt-llm==1.2.* (docs/deploy.md)") from e
+    return tensorrt_llm
+
+
+def leader_executor(trtllm, engine_dir: str | Path, config: dict, kv_cache_fraction: float | None,
+                    additional_outputs: list, gather_generation_logits: bool = False, decoding_config=None):
+    """An executor on a built engine in leader mode (only rank 0 enqueues), greedy, KV-cache block
+    reuse on: the calls ``ModelRunnerCpp`` makes. ``gather_generation_logits``: the executor refuses
+    a request with ``return_generation_logits`` unless this is set (or the engine was built with
+    ``--gather_generation_logits``). ``decoding_config``: a ``DecodingConfig`` (the EAGLE route's)."""
+    kv = trtllm.KvCacheConfig(enable_block_reuse=True, free_gpu_memory_fraction=kv_cache_fraction)
+    executor_config = trtllm.ExecutorConfig(max_batch_size=int(config["build_config"]["max_batch_size"]),
+                                            max_beam_width=1, kv_cache_config=kv)
+    executor_config.gather_generation_logits = gather_generation_logits
+    if additional_outputs:
+        executor_config.additional_model_outputs = additional_outputs
+    if decoding_config is not None:
+        executor_config.decoding_config = decoding_config
+    executor_config.parallel_config = trtllm.ParallelConfig(trtllm.CommunicationType.MPI,
+                                                            trtllm.CommunicationMode.LEADER, device_ids=None,
+                                                            orchestrator_config=None)
+    return trtllm.Executor(Path(engine_dir), trtllm.ModelType.DECODER_ONLY, executor_config)
+
+
+def run_requests(executor, requests, role: str) -> list:
+    """Enqueue ``requests``, wait for every final result; results in request order."""
+    ids = executor.enqueue_requests(requests)
+    results = {}
+    while len(results) < len(ids):
+        for response in executor.await_responses():
+            if response.has_error():
+                raise RuntimeError(f"the {role} engine failed a request: {response.error_msg}")
+            if response.result.is_final:
+                results[response.request_id] = response.result
+    return [results[i] for i in ids]
