@@ -11,6 +11,12 @@ preprocessing, postprocessing, tensorrt_llm (the stock-route target), tensorrt_l
 tensorrt_llm_bls with the draft-target parameters filled in, no custom Python model; see
 trtllm_autojudge/trt/triton/stock.py.
 
+``--route eagle``: with ``--backend_models_dir`` too, and no draft engine; ``--target_engine_dir`` is
+an engine of ``build-engines --route eagle`` built with ``--eagle_choices`` and ``--threshold_source
+engine`` (read here from its config.json, or ``--engine_config``); writes preprocessing,
+postprocessing, tensorrt_llm (``decoding_mode "eagle"``, the engine's ``eagle_choices``) and
+tensorrt_llm_bls; see trtllm_autojudge/trt/triton/eagle.py.
+
 Paths are written as given, made absolute: give the paths the Triton server will see.
 """
 from __future__ import annotations
@@ -20,44 +26,59 @@ import sys
 from pathlib import Path
 
 from trtllm_autojudge.trt.triton.config import make_repository
+from trtllm_autojudge.trt.triton.eagle import make_eagle_repository
 from trtllm_autojudge.trt.triton.stock import make_stock_repository
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="make_triton_repo.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--route", choices=["context", "stock"], default="context", help="docs/deploy.md")
+    ap.add_argument("--route", choices=["context", "stock", "eagle"], default="context", help="docs/deploy.md")
     ap.add_argument("--output_dir", required=True, help="model repository to write (tritonserver --model-repository)")
-    ap.add_argument("--draft_engine_dir", required=True)
+    ap.add_argument("--draft_engine_dir", help="context and stock routes")
     ap.add_argument("--target_engine_dir", required=True, help="context route: built with --tp_size 1 or N (spawned "
-                    "ranks); stock route: built with build-engines --route stock")
+                    "ranks); stock route: built with build-engines --route stock; eagle route: with build-engines "
+                    "--route eagle")
     ap.add_argument("--tokenizer_dir", required=True)
     ap.add_argument("--max_batch_size", type=int, default=8, help="in-flight batch of the engine models")
     ap.add_argument("--bls_instances", type=int, default=4, help="concurrent requests the BLS model serves")
     ap.add_argument("--kv_cache_fraction", type=float, default=0.4, help="GPU memory share of each engine's KV cache")
-    ap.add_argument("--backend_models_dir", help="stock route: the TensorRT-LLM checkout of the installed release, or "
+    ap.add_argument("--backend_models_dir", help="stock and eagle routes: the TensorRT-LLM checkout of the installed release, or "
                     "its triton_backend/all_models/inflight_batcher_llm (the model templates)")
-    ap.add_argument("--target_gpus", default="", help="stock route: gpu_device_ids of the target (e.g. 0,1 for TP 2)")
+    ap.add_argument("--engine_config", help="eagle route: the target engine's config.json where it is visible here "
+                    "(default: TARGET_ENGINE_DIR/config.json)")
+    ap.add_argument("--target_gpus", default="", help="stock and eagle routes: gpu_device_ids of the target (e.g. 0,1 for TP 2)")
     ap.add_argument("--draft_gpus", default="", help="stock route: gpu_device_ids of the draft")
     args = ap.parse_args(argv)
-    if args.route == "stock" and not args.backend_models_dir:
-        ap.error("--route stock needs --backend_models_dir: the stock models come from your TensorRT-LLM checkout's "
-                 "triton_backend/all_models/inflight_batcher_llm")
+    if args.route != "context" and not args.backend_models_dir:
+        ap.error(f"--route {args.route} needs --backend_models_dir: the stock models come from your TensorRT-LLM "
+                 f"checkout's triton_backend/all_models/inflight_batcher_llm")
     if args.route == "context" and (args.backend_models_dir or args.target_gpus or args.draft_gpus):
-        ap.error("--backend_models_dir / --target_gpus / --draft_gpus belong to --route stock")
+        ap.error("--backend_models_dir / --target_gpus / --draft_gpus belong to --route stock and eagle")
+    if (args.route == "eagle") == bool(args.draft_engine_dir):
+        ap.error("--route eagle takes no --draft_engine_dir (the EAGLE engine drafts itself)" if args.draft_engine_dir
+                 else f"--route {args.route} needs --draft_engine_dir")
+    if args.engine_config and args.route != "eagle":
+        ap.error("--engine_config belongs to --route eagle")
+    if args.draft_gpus and args.route == "eagle":
+        ap.error("--draft_gpus belongs to --route stock")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     absolute = lambda p: str(Path(p).expanduser().absolute())  # noqa: E731
-    common = dict(draft_engine_dir=absolute(args.draft_engine_dir), target_engine_dir=absolute(args.target_engine_dir),
-                  tokenizer_dir=absolute(args.tokenizer_dir), max_batch_size=args.max_batch_size,
-                  bls_instances=args.bls_instances, kv_cache_fraction=args.kv_cache_fraction)
-    if args.route == "stock":
+    common = dict(target_engine_dir=absolute(args.target_engine_dir), tokenizer_dir=absolute(args.tokenizer_dir),
+                  max_batch_size=args.max_batch_size, bls_instances=args.bls_instances,
+                  kv_cache_fraction=args.kv_cache_fraction)
+    if args.route == "eagle":
+        written = make_eagle_repository(args.output_dir, absolute(args.backend_models_dir),
+                                        engine_config=args.engine_config, target_gpus=args.target_gpus, **common)
+    elif args.route == "stock":
         written = make_stock_repository(args.output_dir, absolute(args.backend_models_dir), target_gpus=args.target_gpus,
-                                        draft_gpus=args.draft_gpus, **common)
+                                        draft_gpus=args.draft_gpus, draft_engine_dir=absolute(args.draft_engine_dir),
+                                        **common)
     else:
-        written = make_repository(args.output_dir, **common)
+        written = make_repository(args.output_dir, draft_engine_dir=absolute(args.draft_engine_dir), **common)
     for path in written:
         print(path)
     return 0

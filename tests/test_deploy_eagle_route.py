@@ -5,6 +5,7 @@ target, a judge the route does not run), the plugin inputs the model class takes
 arguments, and the executor's EagleConfig."""
 import ast
 import json
+import re
 import runpy
 import shlex
 from pathlib import Path
@@ -78,6 +79,16 @@ def test_dynamic_tree_dry_run_and_a_file_of_choices(capsys, tmp_path):
     path.write_text(json.dumps(CHOICES))
     block, _ = dry_run(capsys, tmp_path, "--eagle_choices", str(path))
     assert EagleBlock.from_dict(block).tree == DraftTree.from_choices(CHOICES)
+
+
+def test_the_example_trees_build(capsys, tmp_path):
+    """examples/eagle_engine.sh: its static tree and its dynamic-tree flags pass build-engines' checks."""
+    script = (REPO / "examples" / "eagle_engine.sh").read_text()
+    dynamic, static = re.findall(r"TREE=\((.*)\)", script)
+    block, _ = dry_run(capsys, tmp_path, *shlex.split(static))
+    assert (block["max_draft_len"], block["num_eagle_layers"]) == (7, 4)
+    block, _ = dry_run(capsys, tmp_path, *shlex.split(dynamic))
+    assert EagleBlock.from_dict(block).tree == DynamicTree(4, 4, 24)
 
 
 def test_trees_that_do_not_fit_are_refused_with_both_numbers(tmp_path):

@@ -32,26 +32,41 @@ TEMPLATE_DEFAULTS = {"max_queue_size": "0", "max_queue_delay_microseconds": "0",
 _PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
 
+def engine_parameters(*, engine_dir: str, max_batch_size: int, kv_cache_fraction: float, gpus: str = "",
+                      **extra: str) -> dict[str, str]:
+    """One ``tensorrtllm``-backend model's values: ``gpus`` its ``gpu_device_ids`` ("0,1"; empty leaves the
+    backend's default), ``extra`` more placeholders of the template."""
+    return {"triton_max_batch_size": str(max_batch_size), "triton_backend": "tensorrtllm", "decoupled_mode": "false",
+            "max_beam_width": "1", "batching_strategy": "inflight_fused_batching",
+            "kv_cache_free_gpu_mem_fraction": str(kv_cache_fraction), "exclude_input_in_output": "true",
+            "engine_dir": engine_dir, **({"gpu_device_ids": gpus} if gpus else {}), **extra}
+
+
+def text_parameters(*, tokenizer_dir: str, max_batch_size: int, bls_instances: int,
+                    draft_model: str | None) -> dict[str, dict[str, str]]:
+    """The values of ``preprocessing``, ``postprocessing`` and ``tensorrt_llm_bls`` (whose draft-target
+    loop runs when ``draft_model`` names the draft's model, and is off when it is None)."""
+    batch = {"triton_max_batch_size": str(max_batch_size)}
+    draft = {} if draft_model is None else {"tensorrt_llm_draft_model_name": draft_model}
+    return {
+        "preprocessing": {**batch, "tokenizer_dir": tokenizer_dir, "preprocessing_instance_count": "1"},
+        "postprocessing": {**batch, "tokenizer_dir": tokenizer_dir, "postprocessing_instance_count": "1"},
+        "tensorrt_llm_bls": {**batch, "decoupled_mode": "false", "bls_instance_count": str(bls_instances),
+                             "accumulate_tokens": "false", "tensorrt_llm_model_name": TARGET_MODEL, **draft},
+    }
+
+
 def stock_parameters(*, target_engine_dir: str, draft_engine_dir: str, tokenizer_dir: str, max_batch_size: int = 8,
                      bls_instances: int = 4, kv_cache_fraction: float = 0.4, target_gpus: str = "",
                      draft_gpus: str = "") -> dict[str, dict[str, str]]:
     """Placeholder values per model, beyond :data:`TEMPLATE_DEFAULTS`. ``*_gpus``: the
     ``gpu_device_ids`` of each engine ("0,1"); empty leaves the backend's default."""
-    batch = {"triton_max_batch_size": str(max_batch_size)}
-    engine = {**batch, "triton_backend": "tensorrtllm", "decoupled_mode": "false", "max_beam_width": "1",
-              "batching_strategy": "inflight_fused_batching", "kv_cache_free_gpu_mem_fraction": str(kv_cache_fraction),
-              "exclude_input_in_output": "true",
-              "enable_kv_cache_reuse": "true"}  # the draft-target target requires block reuse
-    with_gpus = lambda gpus: {"gpu_device_ids": gpus} if gpus else {}  # noqa: E731
-    return {
-        "preprocessing": {**batch, "tokenizer_dir": tokenizer_dir, "preprocessing_instance_count": "1"},
-        "postprocessing": {**batch, "tokenizer_dir": tokenizer_dir, "postprocessing_instance_count": "1"},
-        TARGET_MODEL: {**engine, "engine_dir": target_engine_dir, **with_gpus(target_gpus)},
-        DRAFT_MODEL: {**engine, "engine_dir": draft_engine_dir, **with_gpus(draft_gpus)},
-        "tensorrt_llm_bls": {**batch, "decoupled_mode": "false", "bls_instance_count": str(bls_instances),
-                             "accumulate_tokens": "false", "tensorrt_llm_model_name": TARGET_MODEL,
-                             "tensorrt_llm_draft_model_name": DRAFT_MODEL},
-    }
+    engine = dict(max_batch_size=max_batch_size, kv_cache_fraction=kv_cache_fraction,
+                  enable_kv_cache_reuse="true")  # the draft-target target requires block reuse
+    return {**text_parameters(tokenizer_dir=tokenizer_dir, max_batch_size=max_batch_size, bls_instances=bls_instances,
+                              draft_model=DRAFT_MODEL),
+            TARGET_MODEL: engine_parameters(engine_dir=target_engine_dir, gpus=target_gpus, **engine),
+            DRAFT_MODEL: engine_parameters(engine_dir=draft_engine_dir, gpus=draft_gpus, **engine)}
 
 
 def fill_template(text: str, values: dict[str, str], model: str) -> str:
@@ -88,16 +103,16 @@ def template_dir(path: str | Path) -> Path:
                             f"tensorrtllm_backend repository (all_models/inflight_batcher_llm) in 2025")
 
 
-def make_stock_repository(out_dir: str | Path, backend_models_dir: str | Path, **params) -> list[Path]:
-    """Write the repository from ``backend_models_dir`` (see :func:`template_dir`); returns the
-    config.pbtxt paths. Keyword arguments: :func:`stock_parameters`."""
+def write_models(out_dir: str | Path, backend_models_dir: str | Path, values: dict[str, dict[str, str]]) -> list[Path]:
+    """Copy the models ``values`` names from ``backend_models_dir`` (see :func:`template_dir`; the draft
+    model from ``tensorrt_llm``, renamed) into ``out_dir``, filling their configs; returns the
+    config.pbtxt paths."""
     source, out = template_dir(backend_models_dir), Path(out_dir)
-    sources = {name: source / (TARGET_MODEL if name == DRAFT_MODEL else name) for name in STOCK_MODELS}
+    sources = {name: source / (TARGET_MODEL if name == DRAFT_MODEL else name) for name in values}
     missing = [str(p / "config.pbtxt") for p in sources.values() if not (p / "config.pbtxt").is_file()]
     if missing:
         raise FileNotFoundError(f"{missing} do not exist: {source} is not a complete {TEMPLATES_SUBDIR} (take it from "
                                 f"the TensorRT-LLM checkout of the installed release)")
-    values = stock_parameters(**params)
     written = []
     for name, model_source in sources.items():
         model_dir = out / name
@@ -111,3 +126,10 @@ def make_stock_repository(out_dir: str | Path, backend_models_dir: str | Path, *
         path.write_text(fill_template(text, values[name], name))
         written.append(path)
     return written
+
+
+def make_stock_repository(out_dir: str | Path, backend_models_dir: str | Path, **params) -> list[Path]:
+    """Write the repository from ``backend_models_dir`` (see :func:`template_dir`); returns the
+    config.pbtxt paths. Keyword arguments: :func:`stock_parameters`."""
+    values = stock_parameters(**params)
+    return write_models(out_dir, backend_models_dir, {name: values[name] for name in STOCK_MODELS})
