@@ -194,3 +194,31 @@ def test_loading_a_file_that_is_not_a_judge(tmp_path):
         JudgeHead.load(tmp_path / "junk.safetensors")
     with pytest.raises(FileNotFoundError, match="judge file .* does not exist"):
         JudgeHead.load(tmp_path / "missing.safetensors")
+
+
+def test_refit_all_fits_every_row_at_the_chosen_c():
+    """The saved head is the scaler + regression of every row at the C the validation split chose."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    fs, _ = planted_featureset(prompts=40)
+    held, report = train_judge(fs, seed=3, c_grid=SMALL_GRID, progress=False)
+    refit, again = train_judge(fs, seed=3, c_grid=SMALL_GRID, refit_all=True, progress=False)
+    assert again.refit_all and again.chosen_c == report.chosen_c and again.val_roc_auc == report.val_roc_auc
+    X = StandardScaler().fit(fs.features.astype(np.float32))
+    lr = LogisticRegression(C=report.chosen_c, max_iter=1000).fit(X.transform(fs.features.astype(np.float32)), fs.labels)
+    assert np.allclose(refit.coef, lr.coef_[0], atol=1e-4) and np.allclose(refit.mean, X.mean_, atol=1e-5)
+    assert not np.allclose(refit.coef, held.coef, atol=1e-4)
+
+
+def test_feature_sets_concatenate_with_their_prompts_apart():
+    a, _ = planted_featureset(prompts=10)
+    b, _ = planted_featureset(prompts=6)
+    b.template_index = np.full(b.num_rows, 3, np.int32)
+    both = FeatureSet.concat([a, b])
+    assert both.num_rows == a.num_rows + b.num_rows
+    assert set(both.prompt_index[: a.num_rows]).isdisjoint(both.prompt_index[a.num_rows:])
+    assert both.template_index[: a.num_rows].tolist() == [-1] * a.num_rows and set(both.template_index[a.num_rows:]) == {3}
+    b.task = "another"
+    with pytest.raises(ValueError, match="feature sets differ in \\['task'\\]"):
+        FeatureSet.concat([a, b])

@@ -28,7 +28,9 @@ def _c_grid(text: str) -> list[float]:
 def train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trtllm-autojudge train",
                                 description="Train a judge head (StandardScaler + logistic regression) on a feature-set file.")
-    p.add_argument("--features", required=True, help="feature-set file (safetensors) from feature extraction")
+    p.add_argument("--features", required=True, action="append",
+                   help="feature-set file (safetensors) from feature extraction; repeat it to train on several "
+                        "(e.g. mined and on-policy labels: prompts stay apart)")
     p.add_argument("--setup", default=None,
                    help="feature setup of the judge: DT, DD-DT, ... (default: all blocks of the feature file)")
     p.add_argument("--out", required=True, help="judge file to write (safetensors)")
@@ -42,6 +44,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-by", choices=SPLIT_UNITS, default="prompt",
                    help="validation split unit: prompt (default; variants of one template on both sides) or template "
                         "(validation measures templates never trained on; needs features from labels with templates)")
+    p.add_argument("--refit-all", action="store_true",
+                   help="after choosing C on the validation split, fit the saved head again on every row")
     p.add_argument("--drop-nonfinite", action="store_true",
                    help="drop feature rows holding NaN/inf (they are counted and reported) instead of failing")
     p.add_argument("--plot", default=None, help="also write the validation frontier as a PNG to this path")
@@ -51,10 +55,10 @@ def train_parser() -> argparse.ArgumentParser:
 def main_train(argv: list[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
     try:
-        fs = FeatureSet.load(args.features)
+        fs = FeatureSet.concat([FeatureSet.load(path) for path in args.features])
         kwargs = {} if args.c_grid is None else {"c_grid": args.c_grid}
         head, report = train_judge(fs, args.setup, seed=args.seed, max_important_accept=args.max_important_accept,
-                                   val_fraction=args.val_fraction, split_by=args.split_by,
+                                   val_fraction=args.val_fraction, split_by=args.split_by, refit_all=args.refit_all,
                                    drop_nonfinite=args.drop_nonfinite, **kwargs)
     except (ValueError, FileNotFoundError) as e:
         print(f"trtllm-autojudge train: {e}", file=sys.stderr)

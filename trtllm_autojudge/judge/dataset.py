@@ -142,6 +142,28 @@ class FeatureSet:
                        prompt_index=self.prompt_index[rows], position=self.position[rows],
                        template_index=None if self.template_index is None else self.template_index[rows])
 
+    @classmethod
+    def concat(cls, sets: list["FeatureSet"]) -> "FeatureSet":
+        """One set of the rows of ``sets`` (mined and on-policy labels, say): prompts renumbered so that
+        each set's stay apart, templates kept (unknown where a set has none); the sets must share
+        setup, models, task and dtype."""
+        if not sets:
+            raise ValueError("concat needs at least one feature set")
+        first = sets[0]
+        for other in sets[1:]:
+            differ = [k for k in (*_META_FIELDS, *_OPTIONAL_META) if getattr(other, k) != getattr(first, k)]
+            if differ:
+                raise ValueError(f"feature sets differ in {differ} ({[getattr(first, k) for k in differ]} vs "
+                                 f"{[getattr(other, k) for k in differ]}): extract them with the same setup and models")
+        offsets = np.cumsum([0] + [int(fs.prompt_index.max()) + 1 for fs in sets[:-1]])
+        templates = [fs.template_index if fs.template_index is not None else np.full(fs.num_rows, -1, np.int32)
+                     for fs in sets]
+        return replace(first, features=np.concatenate([fs.features for fs in sets]),
+                       labels=np.concatenate([fs.labels for fs in sets]),
+                       prompt_index=np.concatenate([fs.prompt_index + o for fs, o in zip(sets, offsets)]),
+                       position=np.concatenate([fs.position for fs in sets]),
+                       template_index=np.concatenate(templates))
+
     def drop_nonfinite(self) -> tuple["FeatureSet", int]:
         """(the set without NaN/inf rows, how many rows were dropped)."""
         bad = self.nonfinite_rows()

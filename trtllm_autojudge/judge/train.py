@@ -12,7 +12,9 @@ The procedure of PAPER.md section 2:
 4. sweep the threshold over validation-probability quantiles (:mod:`.frontier`) and take the
    default threshold by the rule of :func:`.frontier.choose_threshold`.
 The returned head is the one fitted on the training prompts only, so every reported metric
-describes exactly the model that is saved.
+describes exactly the model that is saved; with ``refit_all`` (the research code's
+``--train_on_all_data``) the scaler and the regression at the chosen C are fitted again on every row,
+and the metrics, threshold included, stay those of the validation fit (``refit_all`` in the report).
 """
 from __future__ import annotations
 
@@ -79,6 +81,7 @@ class TrainReport:
     seed: int
     val_fraction: float
     split_by: str  # "prompt" or "template"
+    refit_all: bool  # the saved head was fitted again on every row at the chosen C
     prompts: dict[str, int]  # {"train": P_train, "val": P_val}
     label_counts: dict[str, dict[str, int]]  # {"train"|"val": {"important": n, "unimportant": n}}
     dropped_nonfinite_rows: int
@@ -101,7 +104,8 @@ class TrainReport:
             f"{self.split_by}); "
             f"labels train {lc['train']['important']} important / {lc['train']['unimportant']} unimportant, "
             f"val {lc['val']['important']} / {lc['val']['unimportant']}",
-            f"chosen C {self.chosen_c:.3g}: validation ROC-AUC {self.val_roc_auc:.4f} (train {self.train_roc_auc:.4f})",
+            f"chosen C {self.chosen_c:.3g}: validation ROC-AUC {self.val_roc_auc:.4f} (train {self.train_roc_auc:.4f})"
+            + ("; the saved head refitted on every row at that C" if self.refit_all else ""),
             f"default threshold {self.threshold:.6g} (rule: largest with validation important-accept rate <= "
             f"{self.max_important_accept:g}): accepts {at['accept_rate']:.1%} of validation mismatches, "
             f"{at['important_accept_rate']:.2%} of important ones",
@@ -126,6 +130,7 @@ def train_judge(
     max_important_accept: float = DEFAULT_MAX_IMPORTANT_ACCEPT,
     val_fraction: float = 0.1,
     split_by: str = "prompt",
+    refit_all: bool = False,
     drop_nonfinite: bool = False,
     num_quantiles: int = 101,
     max_iter: int = 1000,
@@ -150,6 +155,8 @@ def train_judge(
         Fraction of the prompts (or templates) held out for validation.
     split_by : str
         The validation split's unit: ``"prompt"`` or ``"template"`` (module docstring).
+    refit_all : bool
+        Fit the saved head again on every row at the chosen C (module docstring).
     drop_nonfinite : bool
         Drop rows holding NaN/inf features (counted in the report) instead of raising.
     num_quantiles : int
@@ -202,7 +209,7 @@ def train_judge(
     frontier = sweep_thresholds(val_probs, y_val, num_quantiles)
     threshold = choose_threshold(frontier, max_important_accept)["threshold"]
     report = TrainReport(
-        setup=fs.setup, seed=seed, val_fraction=val_fraction, split_by=split_by,
+        setup=fs.setup, seed=seed, val_fraction=val_fraction, split_by=split_by, refit_all=refit_all,
         prompts={"train": int(np.unique(fs.prompt_index[train]).size), "val": int(np.unique(fs.prompt_index[val]).size)},
         label_counts={"train": {"important": int(y_train.sum()), "unimportant": int((1 - y_train).sum())},
                       "val": {"important": int(y_val.sum()), "unimportant": int((1 - y_val).sum())}},
@@ -210,6 +217,9 @@ def train_judge(
         train_roc_auc=float(roc_auc_score(y_train, model.predict_proba(X_train)[:, 1])),
         max_important_accept=max_important_accept, threshold=threshold, frontier=frontier,
     )
+    if refit_all:
+        scaler = StandardScaler(copy=False)
+        model, _ = _fit(scaler.fit_transform(fs.features.astype(np.float32)), fs.labels.astype(np.int64), chosen_c, max_iter)
     head = JudgeHead(
         coef=model.coef_[0], mean=scaler.mean_, scale=scaler.scale_, intercept=float(model.intercept_[0]),
         setup=fs.setup, draft_hidden=fs.draft_hidden, target_hidden=fs.target_hidden, threshold=threshold,
