@@ -122,3 +122,67 @@ def test_spec_decoding_inputs_pack_ancestors_bit_by_bit():
     assert lengths.tolist() == [5] and offsets[0, :5].tolist() == [0, 1, 1, 2, 2]
     assert mask.shape == (40, 2)  # ceil(40 / 32) words per node
     assert [int(m) for m in mask[:5, 0]] == [0b1, 0b11, 0b101, 0b1011, 0b10101] and not mask[:, 1].any()
+
+
+def trtllm_tree_tensors(choices: list[list[int]], max_path_len: int):
+    """TensorRT-LLM's ``initTensorsFromChoices`` + ``computePathsAndMask``
+    (cpp/tensorrt_llm/runtime/utils/speculativeChoicesUtils.cpp, 04a2cac), step for step: choices
+    sorted by (depth, prefix); node ci + 1 is sorted choice ci, its parent the node of its prefix;
+    position offsets the depths; a depth-first walk with a stack (children pushed in index order)
+    copies each parent's mask row, sets the diagonal, and writes the k-th leaf it meets to path row
+    numPaths - 1 - k. Returns (parents, offsets, paths [P, max_path_len], mask rows as ints)."""
+    order = sorted(range(len(choices)), key=lambda i: (len(choices[i]), choices[i]))
+    parents, linear = [-1], {(): 0}
+    for ci, index in enumerate(order, start=1):
+        choice = tuple(choices[index])
+        linear[choice] = ci
+        parents.append(linear[choice[:-1]])
+    children = [[n for n in range(1, len(parents)) if parents[n] == m] for m in range(len(parents))]
+    num_paths = sum(1 for c in children if not c)
+    paths = np.full((num_paths, max_path_len), -1, np.int32)
+    mask, depth, stack, k = [0] * len(parents), [0] * len(parents), [0], 0
+    while stack:
+        ci = stack.pop()
+        if ci:
+            mask[ci] = mask[parents[ci]]
+            depth[ci] = depth[parents[ci]] + 1
+        mask[ci] |= 1 << ci
+        if not children[ci]:
+            node = ci
+            while node:
+                paths[num_paths - 1 - k, depth[node]] = node
+                node = parents[node]
+            paths[num_paths - 1 - k, 0] = 0
+            k += 1
+        stack.extend(children[ci])
+    return parents, depth, paths, mask
+
+
+def random_choices(rng, nodes: int) -> list[list[int]]:
+    choices = [[0]]
+    while len(choices) < nodes:
+        parent = choices[int(rng.integers(len(choices)))] if rng.random() < 0.8 else []
+        ranks = {c[-1] for c in choices if c[:-1] == parent}
+        choices.append(parent + [min(set(range(len(ranks) + 1)) - ranks)])
+    rng.shuffle(choices)
+    return choices
+
+
+def test_static_trees_number_nodes_and_order_paths_as_tensorrt_llm():
+    """DraftTree.from_choices and the step's tree inputs against the runtime's own construction: the
+    same node numbering, depths, path rows in the same order (the lowest row wins a tie of equally
+    long paths, in acceptDraftTokensByIdsWithPaths and in the CPU runtime) and packed mask."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        choices = random_choices(rng, int(rng.integers(1, 40)))
+        tree = DraftTree.from_choices(choices)
+        parents, depth, paths, mask = trtllm_tree_tensors(choices, tree.max_depth + 1)
+        assert list(tree.parents) == parents and tree.depths.tolist() == depth, choices
+        assert tree.paths.tolist() == paths.tolist(), choices
+        M = tree.num_nodes + 1
+        rows = np.full((1, M, tree.max_depth + 1), -1, np.int32)  # [1, M, D+1]: the engine's path rows
+        rows[0, : len(paths)] = paths
+        _, offsets, packed = spec_decoding_inputs(rows, np.array([tree.num_nodes]))
+        assert offsets[0].tolist() == depth
+        words = packed.view(np.uint32).astype(np.int64)
+        assert [sum(int(w) << (32 * i) for i, w in enumerate(row)) for row in words[:M]] == mask, choices

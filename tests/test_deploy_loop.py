@@ -68,16 +68,16 @@ def test_tree_from_chain_takes_siblings_from_the_top_tokens():
 
 
 def test_pack_cycle_rows_and_node_positions():
-    tree = chain_tree(2, 2)  # paths (one per leaf, in node order): [0,2,-1], [0,1,3], [0,1,4]
+    tree = chain_tree(2, 2)  # paths (one per leaf, depth first): [0,1,3], [0,1,4], [0,2,-1]
     prefixes = [[7, 8, 9], [5]]
     node_tokens = np.array([[11, 12, 13, 14], [21, 22, 23, 24]])
     cycle = pack_cycle(prefixes, tree, node_tokens, np.array([4, 2]), np.array([0.2, 0.7]))
     tokens, offsets = cycle.input_ids.tolist(), np.concatenate([[0], np.cumsum(cycle.context_lengths)])
     rows = [tokens[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
     # request 0: every path; request 1: nodes 3 and 4 are past draft_lens, so its rows stop at depth 1
-    assert rows == [[7, 8, 9, 12], [7, 8, 9, 11, 13], [7, 8, 9, 11, 14], [5, 22], [5, 21]]
+    assert rows == [[7, 8, 9, 11, 13], [7, 8, 9, 11, 14], [7, 8, 9, 12], [5, 21], [5, 22]]
     assert cycle.row_request.tolist() == [0, 0, 0, 1, 1]
-    assert cycle.position_ids.tolist()[:9] == [0, 1, 2, 3, 0, 1, 2, 3, 4]
+    assert cycle.position_ids.tolist()[:9] == [0, 1, 2, 3, 4, 0, 1, 2, 3]
     for b, prefix in enumerate(prefixes):
         rowpos = cycle.node_rows[b * 5:(b + 1) * 5]
         assert tokens[rowpos[0]] == prefix[-1]  # the root

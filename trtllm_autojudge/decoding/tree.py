@@ -122,8 +122,10 @@ class DraftTree:
 
     @cached_property
     def paths(self) -> np.ndarray:  # [P, D+1] int32: one row per leaf, -1 padded
+        """Root-to-leaf node rows in depth-first order, children by ascending index (the order of
+        TensorRT-LLM's ``computePathsAndMask``, whose lowest row wins a tie of equally long paths)."""
         children = {m for m in self.parents[1:]}
-        leaves = [n for n in range(len(self.parents)) if n not in children]
+        leaves = sorted((n for n in range(len(self.parents)) if n not in children), key=self.path_to)
         rows = np.full((len(leaves), self.max_depth + 1), PAD, np.int32)
         for p, leaf in enumerate(leaves):
             chain = [0] + self.path_to(leaf)

@@ -295,7 +295,7 @@ def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, d
         paths.to(torch.int32), threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias), setup,
         draft_hidden, None if greedy_child is None else greedy_child.to(torch.int32))
     window, depth = window_tokens(setup), paths.shape[-1] - 1
-    if window and depth <= window:  # Python's default filter shows it once per calling line
+    if window and 0 < depth <= window:  # a step without drafts has nothing to judge; shown once per calling line
         warnings.warn(f"judge setup {setup} needs {window} draft tokens after a node for a verdict, and paths of at "
                       f"most {depth} draft tokens leave no node any: the judge gives no verdict, only exact matches "
                       f"are accepted; draft at least {window + 1} tokens per path", stacklevel=2)
