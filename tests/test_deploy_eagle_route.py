@@ -23,7 +23,7 @@ from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.trt import eagle_model_cls_path
 from trtllm_autojudge.trt.engine import eagle_spec
 from trtllm_autojudge.trt.engine.eagle_convert import check_head_fits_target, write_eagle_config
-from trtllm_autojudge.trt.engine.eagle_spec import EAGLE_BLOCK_KEY, EagleBlock, eagle_block
+from trtllm_autojudge.trt.engine.eagle_spec import EagleBlock, eagle_block
 from trtllm_autojudge.trt.runner.eagle_executor import request_thresholds
 
 REPO = Path(__file__).resolve().parents[1]

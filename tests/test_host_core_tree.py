@@ -4,7 +4,6 @@ any memory is written, and the property the mode exists for: after the rewrite, 
 walk (acceptDraftTokensByIdsWithPaths) accepts exactly what the judge accepts on the original logits,
 on every request, ties between paths included."""
 import ctypes
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,17 +17,7 @@ from trtllm_autojudge.spec.tree_step import TreeStepMismatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tree_steps  # noqa: E402
-from test_host_core import as_dtype, values_of  # noqa: E402
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("cmake") is None or (shutil.which("c++") is None and shutil.which("g++") is None),
-    reason="needs cmake and a C++ compiler to build libautojudge_host.so")
-
-
-@pytest.fixture(scope="module")
-def core():
-    from trtllm_autojudge.ops.host_library import host_core
-    return host_core()
+from test_host_core import as_dtype, core, pytestmark, values_of  # noqa: E402,F401 (the host core fixture and skip)
 
 
 def reference_segmentation(step):

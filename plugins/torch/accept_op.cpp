@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace
@@ -103,6 +104,51 @@ Tensor workspace(autojudge::NodeRows const& nodes, at::Device device)
     return at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().device(device).dtype(at::kByte));
 }
 
+//! The tree inputs of accept mode and tree logits mode, checked: draft_tokens [B, N], draft_lens [B],
+//! paths [B, P, D + 1], threshold [B], and greedy_child [B, N + 1] exactly for a judge that looks ahead.
+//! Returns {B, N}.
+std::pair<int64_t, int64_t> checkTreeInputs(autojudge::NodeRows const& nodes, Tensor const& draftTokens,
+    Tensor const& draftLens, Tensor const& paths, Tensor const& threshold, std::optional<Tensor> const& greedyChild,
+    at::Device device)
+{
+    check(draftTokens, "draft_tokens", "[B, N]", device, at::kInt, {-1, -1});
+    int64_t const batch = draftTokens.size(0);
+    int64_t const numDraftNodes = draftTokens.size(1);
+    TORCH_CHECK(numDraftNodes + 1 <= autojudge::kMaxTreeNodes, "at most ", autojudge::kMaxTreeNodes - 1,
+        " draft nodes per sequence, got ", numDraftNodes);
+    check(draftLens, "draft_lens", "[B]", device, at::kInt, {batch});
+    check(paths, "paths", "[B, P, D + 1]", device, at::kInt, {batch, -1, -1});
+    TORCH_CHECK(paths.size(2) >= 1 && paths.size(1) <= INT32_MAX, "paths must be [B, P, D + 1] with D + 1 >= 1");
+    check(threshold, "threshold", "[B]", device, at::kFloat, {batch});
+    TORCH_CHECK((nodes.judge.layout.windowTokens > 0) == greedyChild.has_value(),
+        "give greedy_child [B, N + 1] exactly when a block looks ahead (DT1, DT2, DD1, LS)");
+    if (greedyChild)
+    {
+        check(*greedyChild, "greedy_child", "[B, N + 1]", device, at::kInt, {batch, numDraftNodes + 1});
+    }
+    return {batch, numDraftNodes};
+}
+
+//! The launch arguments both tree ops share (AcceptTreeArgs, RewriteTreeLogitsArgs), from inputs that
+//! checkTreeInputs accepted.
+template <typename Args>
+Args treeArgs(autojudge::NodeRows const& nodes, Tensor const& draftTokens, Tensor const& draftLens,
+    Tensor const& paths, Tensor const& threshold, std::optional<Tensor> const& greedyChild)
+{
+    Args args{};
+    args.rows = nodes;
+    args.draftTokens = draftTokens.data_ptr<int32_t>();
+    args.draftLens = draftLens.data_ptr<int32_t>();
+    args.paths = paths.data_ptr<int32_t>();
+    args.threshold = threshold.data_ptr<float>();
+    args.greedyChild = greedyChild ? greedyChild->data_ptr<int32_t>() : nullptr;
+    args.batchSize = static_cast<int32_t>(draftTokens.size(0));
+    args.numDraftNodes = static_cast<int32_t>(draftTokens.size(1));
+    args.numPaths = static_cast<int32_t>(paths.size(1));
+    args.maxPathLen = static_cast<int32_t>(paths.size(2));
+    return args;
+}
+
 } // namespace
 
 //! Accept mode. Returns accepted_tokens [B, D+1], accepted_lens [B], best_path [B], judged_count [B].
@@ -123,36 +169,13 @@ std::vector<Tensor> accept(Tensor targetLogits, // [B * (N + 1), V] fp32/fp16/bf
     autojudge::NodeRows const nodes
         = nodeRows(targetLogits, targetHidden, draftHidden, judgeWeight, judgeBias, featureBlocks);
     at::Device const device = targetLogits.device();
-    check(draftTokens, "draft_tokens", "[B, N]", device, at::kInt, {-1, -1});
-    int64_t const batch = draftTokens.size(0);
-    int64_t const numDraftNodes = draftTokens.size(1);
+    auto const [batch, numDraftNodes] = checkTreeInputs(nodes, draftTokens, draftLens, paths, threshold, greedyChild,
+        device);
     TORCH_CHECK(nodes.numRows == batch * (numDraftNodes + 1), "target_logits must have B * (N + 1) = ",
         batch * (numDraftNodes + 1), " rows for draft_tokens [B, N] = ", draftTokens.sizes(), ", got ", nodes.numRows);
-    TORCH_CHECK(numDraftNodes + 1 <= autojudge::kMaxTreeNodes, "at most ", autojudge::kMaxTreeNodes - 1,
-        " draft nodes per sequence, got ", numDraftNodes);
-    check(draftLens, "draft_lens", "[B]", device, at::kInt, {batch});
-    check(paths, "paths", "[B, P, D + 1]", device, at::kInt, {batch, -1, -1});
-    TORCH_CHECK(paths.size(2) >= 1 && paths.size(1) <= INT32_MAX, "paths must be [B, P, D + 1] with D + 1 >= 1");
-    check(threshold, "threshold", "[B]", device, at::kFloat, {batch});
-    TORCH_CHECK((nodes.judge.layout.windowTokens > 0) == greedyChild.has_value(),
-        "give greedy_child [B, N + 1] exactly when a block looks ahead (DT1, DT2, DD1, LS)");
-    if (greedyChild)
-    {
-        check(*greedyChild, "greedy_child", "[B, N + 1]", device, at::kInt, {batch, numDraftNodes + 1});
-    }
     int64_t const maxPathLen = paths.size(2);
 
-    autojudge::AcceptTreeArgs args{};
-    args.rows = nodes;
-    args.draftTokens = draftTokens.data_ptr<int32_t>();
-    args.draftLens = draftLens.data_ptr<int32_t>();
-    args.paths = paths.data_ptr<int32_t>();
-    args.threshold = threshold.data_ptr<float>();
-    args.greedyChild = greedyChild ? greedyChild->data_ptr<int32_t>() : nullptr;
-    args.batchSize = static_cast<int32_t>(batch);
-    args.numDraftNodes = static_cast<int32_t>(numDraftNodes);
-    args.numPaths = static_cast<int32_t>(paths.size(1));
-    args.maxPathLen = static_cast<int32_t>(maxPathLen);
+    auto args = treeArgs<autojudge::AcceptTreeArgs>(nodes, draftTokens, draftLens, paths, threshold, greedyChild);
     Tensor tokens = outputOr(acceptedTokens, "accepted_tokens", "[B, D + 1]", device, at::kInt, {batch, maxPathLen});
     Tensor lens = outputOr(acceptedLens, "accepted_lens", "[B]", device, at::kInt, {batch});
     Tensor best = outputOr(bestPath, "best_path", "[B]", device, at::kInt, {batch});
@@ -235,35 +258,12 @@ Tensor rewriteTreeLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16: request 
     autojudge::NodeRows const nodes
         = nodeRows(targetLogits, targetHidden, std::nullopt, judgeWeight, judgeBias, featureBlocks);
     at::Device const device = targetLogits.device();
-    check(draftTokens, "draft_tokens", "[B, N]", device, at::kInt, {-1, -1});
-    int64_t const batch = draftTokens.size(0);
-    int64_t const numDraftNodes = draftTokens.size(1);
-    TORCH_CHECK(numDraftNodes + 1 <= autojudge::kMaxTreeNodes, "at most ", autojudge::kMaxTreeNodes - 1,
-        " draft nodes per request, got ", numDraftNodes);
-    check(draftLens, "draft_lens", "[B]", device, at::kInt, {batch});
-    check(paths, "paths", "[B, P, D + 1]", device, at::kInt, {batch, -1, -1});
-    TORCH_CHECK(paths.size(2) >= 1 && paths.size(1) <= INT32_MAX, "paths must be [B, P, D + 1] with D + 1 >= 1");
-    check(threshold, "threshold", "[B]", device, at::kFloat, {batch});
-    TORCH_CHECK((nodes.judge.layout.windowTokens > 0) == greedyChild.has_value(),
-        "give greedy_child [B, N + 1] exactly when a block looks ahead (DT1, DT2, LS)");
-    if (greedyChild)
-    {
-        check(*greedyChild, "greedy_child", "[B, N + 1]", device, at::kInt, {batch, numDraftNodes + 1});
-    }
+    checkTreeInputs(nodes, draftTokens, draftLens, paths, threshold, greedyChild, device);
     Tensor out = outputOr(rewrittenLogits, "rewritten_logits", "[L, V]", device, targetLogits.scalar_type(),
         {targetLogits.size(0), targetLogits.size(1)});
 
-    autojudge::RewriteTreeLogitsArgs args{};
-    args.rows = nodes;
-    args.draftTokens = draftTokens.data_ptr<int32_t>();
-    args.draftLens = draftLens.data_ptr<int32_t>();
-    args.paths = paths.data_ptr<int32_t>();
-    args.threshold = threshold.data_ptr<float>();
-    args.greedyChild = greedyChild ? greedyChild->data_ptr<int32_t>() : nullptr;
-    args.batchSize = static_cast<int32_t>(batch);
-    args.numDraftNodes = static_cast<int32_t>(numDraftNodes);
-    args.numPaths = static_cast<int32_t>(paths.size(1));
-    args.maxPathLen = static_cast<int32_t>(paths.size(2));
+    auto args = treeArgs<autojudge::RewriteTreeLogitsArgs>(nodes, draftTokens, draftLens, paths, threshold,
+        greedyChild);
     args.rewrittenLogits = out.data_ptr();
     Tensor scratch = workspace(nodes, device);
     cudaError_t const status = autojudge::launchRewriteTreeLogits(args, scratch.data_ptr(),

@@ -71,6 +71,20 @@ class _Judge(NamedTuple):
     arguments: tuple  # vocab_size .. judge_bias
 
 
+def _greedy_child(greedy_child, setup: str, B: int, N: int) -> np.ndarray | None:
+    """``greedy_child`` as int32 ``[B, N+1]``, given exactly when the setup looks ahead."""
+    looks_ahead = window_tokens(setup) > 0
+    if looks_ahead != (greedy_child is not None):
+        raise ValueError(f"setup {setup} {'looks' if looks_ahead else 'does not look'} ahead: "
+                         f"{'give' if looks_ahead else 'do not give'} greedy_child [B, N+1]")
+    if greedy_child is None:
+        return None
+    greedy_child = _int32(greedy_child, "greedy_child", 2)
+    if greedy_child.shape != (B, N + 1):
+        raise ValueError(f"greedy_child must be [B, N+1] = [{B}, {N + 1}], got {greedy_child.shape}")
+    return greedy_child
+
+
 def _judge(target_logits, target_hidden, judge_weight, judge_bias: float, setup: str, draft_hidden) -> _Judge:
     logits, logits_code = _elements(target_logits, "target_logits")
     hidden, hidden_code = _elements(target_hidden, "target_hidden")
@@ -195,14 +209,7 @@ class HostCore:
         draft_lens = np.full(B, N, np.int32) if draft_lens is None else _int32(draft_lens, "draft_lens", 1)
         if draft_lens.shape != (B,):
             raise ValueError(f"draft_lens must be [B] = [{B}], got {draft_lens.shape}")
-        looks_ahead = window_tokens(setup) > 0
-        if looks_ahead != (greedy_child is not None):
-            raise ValueError(f"setup {setup} {'looks' if looks_ahead else 'does not look'} ahead: "
-                             f"{'give' if looks_ahead else 'do not give'} greedy_child [B, N+1]")
-        if greedy_child is not None:
-            greedy_child = _int32(greedy_child, "greedy_child", 2)
-            if greedy_child.shape != (B, N + 1):
-                raise ValueError(f"greedy_child must be [B, N+1] = [{B}, {N + 1}], got {greedy_child.shape}")
+        greedy_child = _greedy_child(greedy_child, setup, B, N)
         argmax, judge_logit = np.empty((B, N + 1), np.int32), np.empty((B, N + 1), np.float32)
         self._call(self._lib.autojudge_host_judge_nodes, B, N, *judge.arguments,
                    _ptr(draft_tokens), paths.shape[1], paths.shape[2], _ptr(paths), _ptr(draft_lens),
@@ -434,14 +441,7 @@ class HostCore:
         judge = _judge(target_logits, target_hidden, judge_weight, judge_bias, setup, None)
         arrays, tree = self._tree_step(draft_tokens, draft_lens, paths)
         B, N = tree[0], tree[1]
-        looks_ahead = window_tokens(setup) > 0
-        if looks_ahead != (greedy_child is not None):
-            raise ValueError(f"setup {setup} {'looks' if looks_ahead else 'does not look'} ahead: "
-                             f"{'give' if looks_ahead else 'do not give'} greedy_child [B, N+1]")
-        if greedy_child is not None:
-            greedy_child = _int32(greedy_child, "greedy_child", 2)
-            if greedy_child.shape != (B, N + 1):
-                raise ValueError(f"greedy_child must be [B, N+1] = [{B}, {N + 1}], got {greedy_child.shape}")
+        greedy_child = _greedy_child(greedy_child, setup, B, N)
         L = judge.rows
         argmax, judge_logit = np.empty(L, np.int32), np.empty(L, np.float32)
         self._call(self._lib.autojudge_host_judge_tree_rows, L, *judge.arguments, *tree, _ptr(greedy_child),

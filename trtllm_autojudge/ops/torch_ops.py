@@ -64,15 +64,10 @@ def _check_rows(target_logits: Tensor, target_hidden: Tensor, judge_weight: Tens
            (torch.float32,), device)
 
 
-def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
-                  draft_hidden, greedy_child) -> None:
-    _check_rows(target_logits, target_hidden, judge_weight, setup, draft_hidden)
-    device = target_logits.device
+def _check_tree_inputs(draft_tokens, draft_lens, paths, threshold, setup, greedy_child, device) -> tuple[int, int]:
+    """The tree inputs of accept mode and tree logits mode; returns (B, N)."""
     _check(draft_tokens, "draft_tokens", "[B, N]", (None, None), (torch.int32,), device)
     B, N = draft_tokens.shape
-    if target_logits.shape[0] != B * (N + 1):
-        raise ValueError(f"target_logits must have B * (N + 1) = {B * (N + 1)} rows (one per node, root included) "
-                         f"for draft_tokens [B, N] = {tuple(draft_tokens.shape)}, got {target_logits.shape[0]}")
     _check(draft_lens, "draft_lens", "[B]", (B,), (torch.int32,), device)
     _check(paths, "paths", "[B, P, D + 1]", (B, None, None), (torch.int32,), device)
     if paths.shape[2] < 1:
@@ -83,6 +78,16 @@ def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths,
                          f"{'give' if window_tokens(setup) else 'do not give'} greedy_child [B, N + 1]")
     if greedy_child is not None:
         _check(greedy_child, "greedy_child", "[B, N + 1]", (B, N + 1), (torch.int32,), device)
+    return B, N
+
+
+def _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
+                  draft_hidden, greedy_child) -> None:
+    _check_rows(target_logits, target_hidden, judge_weight, setup, draft_hidden)
+    B, N = _check_tree_inputs(draft_tokens, draft_lens, paths, threshold, setup, greedy_child, target_logits.device)
+    if target_logits.shape[0] != B * (N + 1):
+        raise ValueError(f"target_logits must have B * (N + 1) = {B * (N + 1)} rows (one per node, root included) "
+                         f"for draft_tokens [B, N] = {tuple(draft_tokens.shape)}, got {target_logits.shape[0]}")
 
 
 def _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
@@ -174,19 +179,7 @@ def _check_rewrite_tree(target_logits, target_hidden, draft_tokens, draft_lens, 
         raise ValueError(f"setup {setup} reads the draft's hidden states, which an EAGLE engine step does not have: "
                          f"tree logits mode runs target-only judges")
     _check_rows(target_logits, target_hidden, judge_weight, setup, None)
-    device = target_logits.device
-    _check(draft_tokens, "draft_tokens", "[B, N]", (None, None), (torch.int32,), device)
-    B, N = draft_tokens.shape
-    _check(draft_lens, "draft_lens", "[B]", (B,), (torch.int32,), device)
-    _check(paths, "paths", "[B, P, D + 1]", (B, None, None), (torch.int32,), device)
-    if paths.shape[2] < 1:
-        raise ValueError("paths must be [B, P, D + 1] with D + 1 >= 1 (the root column)")
-    _check(threshold, "threshold", "[B]", (B,), (torch.float32,), device)
-    if (window_tokens(setup) > 0) != (greedy_child is not None):
-        raise ValueError(f"setup {setup} {'looks' if window_tokens(setup) else 'does not look'} ahead: "
-                         f"{'give' if window_tokens(setup) else 'do not give'} greedy_child [B, N + 1]")
-    if greedy_child is not None:
-        _check(greedy_child, "greedy_child", "[B, N + 1]", (B, N + 1), (torch.int32,), device)
+    _check_tree_inputs(draft_tokens, draft_lens, paths, threshold, setup, greedy_child, target_logits.device)
 
 
 @torch.library.custom_op("autojudge::rewrite_tree_logits", mutates_args=(), device_types="cpu")

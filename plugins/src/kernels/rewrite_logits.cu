@@ -77,13 +77,6 @@ __global__ void __launch_bounds__(kRewriteThreads) rewriteLogitsKernel(
     }
 }
 
-template <typename T>
-void launchRewriteTyped(RewriteLogitsArgs const& args, RowScore const* partials, cudaStream_t stream)
-{
-    rewriteLogitsKernel<T>
-        <<<args.numSequences, kRewriteThreads, 0, stream>>>(args, partials, vocabSplits(args.rows.vocabSize));
-}
-
 } // namespace
 } // namespace kernels
 
@@ -98,23 +91,12 @@ cudaError_t launchRewriteLogits(
     {
         return cudaErrorInvalidValue;
     }
-    if (args.rows.numRows == 0)
-    {
-        return cudaSuccess;
-    }
-    auto* partials = static_cast<RowScore*>(workspace);
-    cudaError_t const status = kernels::launchScoreNodes(args.rows, args.rewrittenLogits, partials, stream);
-    if (status != cudaSuccess || args.numSequences == 0)
-    {
-        return status;
-    }
-    switch (args.rows.logitsType)
-    {
-    case ElementType::kFLOAT32: kernels::launchRewriteTyped<float>(args, partials, stream); break;
-    case ElementType::kFLOAT16: kernels::launchRewriteTyped<__half>(args, partials, stream); break;
-    case ElementType::kBFLOAT16: kernels::launchRewriteTyped<__nv_bfloat16>(args, partials, stream); break;
-    }
-    return cudaGetLastError();
+    return kernels::scoreThenRewrite(args.rows, args.rewrittenLogits, workspace, args.numSequences > 0, stream,
+        [&](auto tag, RowScore const* partials)
+        {
+            kernels::rewriteLogitsKernel<typename decltype(tag)::type><<<args.numSequences, kernels::kRewriteThreads,
+                0, stream>>>(args, partials, vocabSplits(args.rows.vocabSize));
+        });
 }
 
 } // namespace autojudge

@@ -151,13 +151,6 @@ __global__ void __launch_bounds__(kTreeThreads, kTreeBlocksPerSM) rewriteTreeLog
     }
 }
 
-template <typename T>
-void launchTreeTyped(RewriteTreeLogitsArgs const& args, RowScore const* partials, cudaStream_t stream)
-{
-    rewriteTreeLogitsKernel<T><<<args.batchSize, kTreeThreads, treeSharedBytes(args.numDraftNodes), stream>>>(
-        args, partials, vocabSplits(args.rows.vocabSize));
-}
-
 } // namespace
 } // namespace kernels
 
@@ -177,23 +170,13 @@ cudaError_t launchRewriteTreeLogits(
     {
         return cudaErrorInvalidValue;
     }
-    if (args.rows.numRows == 0)
-    {
-        return cudaSuccess;
-    }
-    auto* partials = static_cast<RowScore*>(workspace);
-    cudaError_t const status = kernels::launchScoreNodes(args.rows, args.rewrittenLogits, partials, stream);
-    if (status != cudaSuccess || args.batchSize == 0)
-    {
-        return status;
-    }
-    switch (args.rows.logitsType)
-    {
-    case ElementType::kFLOAT32: kernels::launchTreeTyped<float>(args, partials, stream); break;
-    case ElementType::kFLOAT16: kernels::launchTreeTyped<__half>(args, partials, stream); break;
-    case ElementType::kBFLOAT16: kernels::launchTreeTyped<__nv_bfloat16>(args, partials, stream); break;
-    }
-    return cudaGetLastError();
+    return kernels::scoreThenRewrite(args.rows, args.rewrittenLogits, workspace, args.batchSize > 0, stream,
+        [&](auto tag, RowScore const* partials)
+        {
+            kernels::rewriteTreeLogitsKernel<typename decltype(tag)::type>
+                <<<args.batchSize, kernels::kTreeThreads, kernels::treeSharedBytes(args.numDraftNodes), stream>>>(
+                    args, partials, vocabSplits(args.rows.vocabSize));
+        });
 }
 
 } // namespace autojudge

@@ -75,5 +75,37 @@ bool nodeRowsAreConsistent(NodeRows const& rows);
 //! nullptr (logits mode) every logits row is also copied there ([num_rows, vocab_size]).
 cudaError_t launchScoreNodes(NodeRows const& rows, void* copyOut, RowScore* partials, cudaStream_t stream);
 
+template <typename T>
+struct ElementTag
+{
+    using type = T;
+};
+
+//! Both logits modes: kernel 1 over every row (copying the logits to rewrittenLogits), then, when
+//! there is anything to rewrite, kernel 2 for the logits' type: launchTyped(ElementTag<T>{}, partials)
+//! with T = float, __half or __nv_bfloat16. The workspace holds the partials.
+template <typename LaunchTyped>
+cudaError_t scoreThenRewrite(NodeRows const& rows, void* rewrittenLogits, void* workspace, bool anyToRewrite,
+    cudaStream_t stream, LaunchTyped&& launchTyped)
+{
+    if (rows.numRows == 0)
+    {
+        return cudaSuccess;
+    }
+    auto* partials = static_cast<RowScore*>(workspace);
+    cudaError_t const status = launchScoreNodes(rows, rewrittenLogits, partials, stream);
+    if (status != cudaSuccess || !anyToRewrite)
+    {
+        return status;
+    }
+    switch (rows.logitsType)
+    {
+    case ElementType::kFLOAT32: launchTyped(ElementTag<float>{}, partials); break;
+    case ElementType::kFLOAT16: launchTyped(ElementTag<__half>{}, partials); break;
+    case ElementType::kBFLOAT16: launchTyped(ElementTag<__nv_bfloat16>{}, partials); break;
+    }
+    return cudaGetLastError();
+}
+
 } // namespace kernels
 } // namespace autojudge

@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 from .draft_spec import DRAFT_BLOCK_KEY, draft_block
 from .io_spec import BLOCK_KEY, EngineBlock
@@ -51,6 +52,24 @@ def write_draft_block(checkpoint_dir: str | Path) -> Path:
     return _set_config_key(checkpoint_dir, DRAFT_BLOCK_KEY, draft_block())
 
 
+def convert_per_rank(output_dir: str | Path, tp_size: int, from_hugging_face: Callable) -> int:
+    """TensorRT-LLM's conversion, one ``rank{r}.safetensors`` per tensor-parallel rank (the config
+    written by rank 0): ``from_hugging_face(mapping)`` converts one rank. Returns 0, or 2 (with a
+    message) when tensorrt_llm is not importable."""
+    try:
+        from tensorrt_llm import Mapping
+    except ImportError as e:
+        print(f"tensorrt_llm is not importable ({e}): converting checkpoints needs tensorrt-llm==1.2.* on a GPU host "
+              f"(docs/deploy.md)", file=sys.stderr)
+        return 2
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    for rank in range(tp_size):
+        model = from_hugging_face(Mapping(world_size=tp_size, rank=rank, tp_size=tp_size, pp_size=1))
+        model.save_checkpoint(str(output_dir), save_config=(rank == 0))
+        del model
+    return 0
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m trtllm_autojudge.trt.engine.convert", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model_dir", required=True, help="Hugging Face Llama checkpoint directory")
@@ -70,19 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     block = EngineBlock.from_dict(json.loads(Path(args.autojudge_block).read_text())) if args.autojudge_block else None
     stock = StockBlock.from_dict(json.loads(Path(args.stock_block).read_text())) if args.stock_block else None
-    try:
-        from tensorrt_llm import Mapping
+
+    def llama(mapping):
         from tensorrt_llm.models import LLaMAForCausalLM
-    except ImportError as e:
-        print(f"tensorrt_llm is not importable ({e}): converting checkpoints needs tensorrt-llm==1.2.* on a GPU host "
-              f"(docs/deploy.md)", file=sys.stderr)
-        return 2
-    Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-    for rank in range(args.tp_size):
-        mapping = Mapping(world_size=args.tp_size, rank=rank, tp_size=args.tp_size, pp_size=1)
-        model = LLaMAForCausalLM.from_hugging_face(args.model_dir, args.dtype, mapping=mapping)
-        model.save_checkpoint(args.output_dir, save_config=(rank == 0))
-        del model
+        return LLaMAForCausalLM.from_hugging_face(args.model_dir, args.dtype, mapping=mapping)
+
+    status = convert_per_rank(args.output_dir, args.tp_size, llama)
+    if status:
+        return status
     if block is not None:
         write_autojudge_block(args.output_dir, block)
     if stock is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ...models.eagle_head import head_differences, read_head_meta
-from .convert import _set_config_key
+from .convert import _set_config_key, convert_per_rank
 from .eagle_spec import EAGLE_BLOCK_KEY, EagleBlock
 
 
@@ -84,23 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     block = EagleBlock.from_dict(json.loads(Path(args.eagle_block).read_text()))
     head_dir = check_head_fits_target(args.eagle_head, args.model_dir)
-    try:
-        from tensorrt_llm import Mapping
-        from tensorrt_llm.models.eagle.model import EagleForCausalLM
-    except ImportError as e:
-        print(f"tensorrt_llm is not importable ({e}): converting checkpoints needs tensorrt-llm==1.2.* on a GPU host "
-              f"(docs/deploy.md)", file=sys.stderr)
-        return 2
-    Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     speculative = SimpleNamespace(num_eagle_layers=block.num_eagle_layers,
                                   max_non_leaves_per_layer=block.max_non_leaves_per_layer)
-    for rank in range(args.tp_size):
-        mapping = Mapping(world_size=args.tp_size, rank=rank, tp_size=args.tp_size, pp_size=1)
-        model = EagleForCausalLM.from_hugging_face(args.model_dir, args.dtype, mapping=mapping,
-                                                   speculative_model_dir=str(head_dir), speculative_config=speculative,
-                                                   use_parallel_embedding=False, embedding_sharding_dim=0)
-        model.save_checkpoint(args.output_dir, save_config=(rank == 0))
-        del model
+
+    def eagle(mapping):
+        from tensorrt_llm.models.eagle.model import EagleForCausalLM
+        return EagleForCausalLM.from_hugging_face(args.model_dir, args.dtype, mapping=mapping,
+                                                  speculative_model_dir=str(head_dir), speculative_config=speculative,
+                                                  use_parallel_embedding=False, embedding_sharding_dim=0)
+
+    status = convert_per_rank(args.output_dir, args.tp_size, eagle)
+    if status:
+        return status
     write_eagle_config(args.output_dir, block)
     return 0
 

@@ -242,6 +242,19 @@ def check_logits_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mappi
          "host_request_types")
 
 
+def _check_tree_shapes(s: Mapping[str, Sequence[int]], same, f: Mapping[str, np.ndarray]) -> None:
+    """The tree inputs of accept and tree logits modes: draft_lens, threshold [B], paths [B, P, D+1],
+    greedy_child [B, N+1] (when given), with draft_tokens [B, N]."""
+    B, N = s["draft_tokens"]
+    for name in ("draft_lens", "threshold"):
+        same(s[name][0], B, f"{name} must be [B]")
+    same(s["paths"][0], B, "paths must be [B, P, D+1]")
+    same(s["paths"][2], int(f["max_path_len"][0]), "paths last dimension vs field max_path_len (D+1)")
+    if "greedy_child" in s:
+        same(s["greedy_child"][0], B, "greedy_child must be [B, N+1]")
+        same(s["greedy_child"][1], N + 1 if N >= 0 else -1, "greedy_child must be [B, N+1], one entry per node")
+
+
 def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
     """Check accept-mode input shapes against each other and the fields; -1 is a dynamic dimension.
 
@@ -259,13 +272,7 @@ def check_accept_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mappi
     same(s["target_hidden"][1], int(f["target_hidden"][0]), "target_hidden width vs field target_hidden")
     if "draft_hidden" in s:
         same(s["draft_hidden"][1], int(f["draft_hidden"][0]), "draft_hidden width vs field draft_hidden")
-    for name in ("draft_lens", "threshold"):
-        same(s[name][0], B, f"{name} must be [B]")
-    same(s["paths"][0], B, "paths must be [B, P, D+1]")
-    same(s["paths"][2], int(f["max_path_len"][0]), "paths last dimension vs field max_path_len (D+1)")
-    if "greedy_child" in s:
-        same(s["greedy_child"][0], B, "greedy_child must be [B, N+1]")
-        same(s["greedy_child"][1], N + 1 if N >= 0 else -1, "greedy_child must be [B, N+1], one entry per node")
+    _check_tree_shapes(s, same, f)
 
 
 def check_tree_logits_input_shapes(shapes: Mapping[str, Sequence[int]], fields: Mapping[str, np.ndarray]) -> None:
@@ -278,13 +285,6 @@ def check_tree_logits_input_shapes(shapes: Mapping[str, Sequence[int]], fields: 
     ranks = {"target_logits": 2, "target_hidden": 2, "draft_tokens": 2, "draft_lens": 1, "paths": 3, "threshold": 1,
              "greedy_child": 2}
     s, same = _shape_checker(shapes, names, ranks, "tree_logits")
-    B, N = s["draft_tokens"]
     same(s["target_hidden"][0], s["target_logits"][0], "target_hidden must have one row per logits row")
     same(s["target_hidden"][1], int(f["target_hidden"][0]), "target_hidden width vs field target_hidden")
-    for name in ("draft_lens", "threshold"):
-        same(s[name][0], B, f"{name} must be [B]")
-    same(s["paths"][0], B, "paths must be [B, N+1, D+1]")
-    same(s["paths"][2], int(f["max_path_len"][0]), "paths last dimension vs field max_path_len (D+1)")
-    if "greedy_child" in s:
-        same(s["greedy_child"][0], B, "greedy_child must be [B, N+1]")
-        same(s["greedy_child"][1], N + 1 if N >= 0 else -1, "greedy_child must be [B, N+1], one entry per node")
+    _check_tree_shapes(s, same, f)

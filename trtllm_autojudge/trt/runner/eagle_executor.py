@@ -14,14 +14,12 @@ The step loop the executor runs is :func:`.eagle_loop.eagle_generate`, tested on
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ..engine.eagle_spec import EagleBlock, executor_eagle_config
-from ..plugin.library import load_plugin_library
-from .executor_calls import _require_tensorrt_llm, leader_executor, run_requests
+from ..engine.eagle_spec import EAGLE_BLOCK_KEY, EagleBlock, executor_eagle_config
+from .executor_calls import _require_tensorrt_llm, leader_executor, route_target, run_requests
 
 
 def request_thresholds(block: EagleBlock, requested: list[float | None]) -> list[float | None]:
@@ -45,12 +43,7 @@ class ExecutorEagleTarget:
         _require_tensorrt_llm()
         from tensorrt_llm.bindings import executor as trtllm
 
-        config = json.loads((Path(engine_dir) / "config.json").read_text())
-        self.block = EagleBlock.from_engine_config(config)
-        if self.block is None:
-            raise ValueError(f"{engine_dir} is not an EAGLE-route target (no autojudge_eagle block in its config): build "
-                             f"it with `build-engines --route eagle`")
-        load_plugin_library(self.block.plugin_library)  # before the executor deserializes the engine
+        config, self.block = route_target(engine_dir, EagleBlock, EAGLE_BLOCK_KEY, "eagle")
         self.trtllm, self.end_id, self.pad_id = trtllm, end_id, pad_id
         self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, [], decoding_config=
                                         trtllm.DecodingConfig(decoding_mode=trtllm.DecodingMode.Eagle(),

@@ -45,11 +45,11 @@ from ...spec.acceptance import Acceptance
 from ..engine.draft_spec import RESULT_PREFIX, engine_hidden_output
 from ..engine.eagle_spec import EagleBlock
 from ..engine.io_spec import ENGINE_OUTPUTS, EngineBlock
-from ..engine.stock_spec import StockBlock
+from ..engine.stock_spec import STOCK_BLOCK_KEY, StockBlock
 from ..plugin.library import load_plugin_library
 from .chain_drafter import ChainTreeDrafter, DraftOutput
 from .eagle_executor import ExecutorEagleTarget, eagle_rows
-from .executor_calls import _require_tensorrt_llm, leader_executor, run_requests
+from .executor_calls import _require_tensorrt_llm, leader_executor, route_target, run_requests
 from .loop import DraftProposal, check_thresholds, engine_generate
 from .packing import PackedCycle, chain_tree, engine_feed
 from .stock_loop import stock_generate
@@ -123,12 +123,7 @@ class ExecutorStockTarget:
         _require_tensorrt_llm()
         from tensorrt_llm.bindings import executor as trtllm
 
-        config = json.loads((Path(engine_dir) / "config.json").read_text())
-        self.block = StockBlock.from_engine_config(config)
-        if self.block is None:
-            raise ValueError(f"{engine_dir} is not a stock-route target (no autojudge_stock block in its config): "
-                             f"build it with `build-engines --route stock`")
-        load_plugin_library(self.block.plugin_library)  # before the executor deserializes the engine
+        config, self.block = route_target(engine_dir, StockBlock, STOCK_BLOCK_KEY, "stock")
         self.trtllm, self.end_id, self.pad_id = trtllm, end_id, pad_id
         self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, [])
 

@@ -1,8 +1,12 @@
 """The executor calls every route's runner makes (``ModelRunnerCpp``'s, read from the 1.2 sources):
-the import guard, a leader-mode executor on a built engine, and enqueue-and-wait."""
+the import guard, a route's target engine and its plugin library, a leader-mode executor on a built
+engine, and enqueue-and-wait."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from ..plugin.library import load_plugin_library
 
 
 def _require_tensorrt_llm():
@@ -12,6 +16,18 @@ def _require_tensorrt_llm():
         raise ImportError("tensorrt_llm is not importable: the engine runner needs a GPU host with "
                           "tensorrt-llm==1.2.* (docs/deploy.md)") from e
     return tensorrt_llm
+
+
+def route_target(engine_dir: str | Path, block_type, key: str, route: str) -> tuple[dict, object]:
+    """(config.json, its ``key`` block read by ``block_type.from_engine_config``) of a route's target
+    engine, with the block's plugin library loaded (before an executor deserializes the engine)."""
+    config = json.loads((Path(engine_dir) / "config.json").read_text())
+    block = block_type.from_engine_config(config)
+    if block is None:
+        raise ValueError(f"{engine_dir} is not a {route}-route target (no {key} block in its config): build it with "
+                         f"`build-engines --route {route}`")
+    load_plugin_library(block.plugin_library)
+    return config, block
 
 
 def leader_executor(trtllm, engine_dir: str | Path, config: dict, kv_cache_fraction: float | None,
