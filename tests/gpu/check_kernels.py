@@ -6,7 +6,9 @@ buffers) against JudgeRule + accept_tree (tests/lookahead_reference.py): vocab 1
 lookahead ones DD-DT-DT1-DT2-DD1-LS and DT-DT1-DT2-LS (whose cases also run the C++ host core:
 kernel == host core == Python), chains too short for a verdict, NaN/inf logits, a vocabulary that
 breaks the 16-byte alignment. Logits mode: the kernels against the C++ host core, bit for bit, and
-the host core against the rule, on packed TensorRT-LLM steps, DT and lookahead setups. Prints
+the host core against the rule, on packed TensorRT-LLM steps, DT and lookahead setups. Tree logits
+mode: the kernels against the C++ host core, bit for bit, on EAGLE engine steps (trees up to 63
+nodes, DT and DT-DT1-DT2-LS; the host core is checked against spec/tree_step.py in CI). Prints
 "ok <case>" or "FAIL <case>: ..." per case; exits 1 on any failure.
 
 ``--smoke`` runs small versions of the same cases on the CPU (the host core stands in for the
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_cases as cases  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 from trtllm_autojudge.ops.host_library import host_core  # noqa: E402
-from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits  # noqa: E402
+from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits, rewrite_tree_logits  # noqa: E402
 from trtllm_autojudge.spec import packed_step  # noqa: E402
 
 POISON = -777
@@ -70,12 +72,6 @@ def bits(t: torch.Tensor) -> np.ndarray:
     return t.view(torch.int32 if t.element_size() == 4 else torch.int16).numpy()
 
 
-def host_array(t: torch.Tensor) -> np.ndarray:
-    """A tensor for the host core: bfloat16 as its bits in uint16."""
-    t = t.detach().cpu().contiguous()
-    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
-
-
 def check_rewrite(step: cases.PackedStep) -> tuple[str | None, str]:
     """The logits-mode kernels against the host core, bit for bit, and the host core against the rule
     (packed_step.rewrite_logits with the rule's judge logits); (problem, how many rows changed)."""
@@ -87,11 +83,11 @@ def check_rewrite(step: cases.PackedStep) -> tuple[str | None, str]:
     else:
         got = rewrite_logits(*step.op_args())
     core = host_core()
-    logits = host_array(step.target_logits)
+    logits = cases.host_array(step.target_logits)
     sequences = step.sequences()
-    argmax, judge = core.judge_rows(logits, host_array(step.target_hidden), *sequences, host_array(step.judge_weight),
-                                    step.judge_bias, step.setup,
-                                    None if step.draft_hidden is None else host_array(step.draft_hidden))
+    argmax, judge = core.judge_rows(logits, cases.host_array(step.target_hidden), *sequences,
+                                    cases.host_array(step.judge_weight), step.judge_bias, step.setup,
+                                    None if step.draft_hidden is None else cases.host_array(step.draft_hidden))
     want = core.rewrite_logits(logits, argmax, judge, *sequences, step.threshold)
     rule = packed_step.rewrite_logits(logits, argmax, step.judge_logit, *sequences, step.threshold)
     if not np.array_equal(want.view(np.uint8), rule.view(np.uint8)):
@@ -103,6 +99,29 @@ def check_rewrite(step: cases.PackedStep) -> tuple[str | None, str]:
         rows = np.unique(np.argwhere(got_bits != want_bits)[:, 0])[:5].tolist()
         return f"rewritten logits differ from the host core in rows {rows}", ""
     changed = int((got_bits != bits(step.target_logits)).any(axis=1).sum())
+    return None, f"({changed} of {len(got_bits)} rows rewritten)"
+
+
+def check_tree_rewrite(case: cases.TreeCase) -> tuple[str | None, str]:
+    """The tree-logits-mode kernels against the host core, bit for bit; (problem, how many rows changed)."""
+    if case.target_logits.is_cuda:
+        from trtllm_autojudge.ops.cuda_extension import cuda_extension
+        poisoned = torch.full_like(case.target_logits, float("nan"))
+        got = cuda_extension().rewrite_tree_logits(*case.extension_args(), poisoned)
+        torch.cuda.synchronize()
+    else:
+        got = rewrite_tree_logits(*case.op_args())
+    core, logits = host_core(), cases.host_array(case.target_logits)
+    greedy = None if case.greedy_child is None else case.greedy_child.cpu().numpy()
+    argmax, judge = core.judge_tree_rows(logits, cases.host_array(case.target_hidden), *case.host_args(),
+                                         cases.host_array(case.judge_weight), case.judge_bias, case.setup, greedy)
+    want = core.rewrite_tree_logits(logits, argmax, judge, *case.host_args(), case.threshold.cpu().numpy())
+    got_bits = bits(got)
+    want_bits = want.view(got_bits.dtype)
+    if not np.array_equal(got_bits, want_bits):
+        rows = np.unique(np.argwhere(got_bits != want_bits)[:, 0])[:5].tolist()
+        return f"rewritten logits differ from the host core in rows {rows}", ""
+    changed = int((got_bits != bits(case.target_logits)).any(axis=1).sum())
     return None, f"({changed} of {len(got_bits)} rows rewritten)"
 
 
@@ -164,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
         for requests, setup in ((3, "DT"), (64, "DT"), (16, TARGET_ONLY), (16, SHIPPED)):
             step = cases.packed_step(requests, 8, V, dtype, device, seed=requests, setup=setup, **hidden)
             failures += report(f"logits mode {dtype} {requests} requests {setup}", *check_rewrite(step))
+    for dtype in cases.DTYPES:
+        for seed, setup in enumerate(("DT", TARGET_ONLY, "DT", TARGET_ONLY)):
+            case = cases.tree_case(V, dtype, device, seed=seed, setup=setup, target_hidden=hidden.get("target_hidden",
+                                                                                                     4096))
+            failures += report(f"tree logits mode {dtype} {len(case.draft_lens)} requests {setup} seed {seed}",
+                               *check_tree_rewrite(case))
     print(f"{'FAILED' if failures else 'all cases agree'}: {failures} failure(s), "
           f"{time.perf_counter() - start:.0f} s")
     return 1 if failures else 0

@@ -16,15 +16,18 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: packed_steps
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: packed_steps, tree_steps
 
 import lookahead_reference as ref  # noqa: E402
 import packed_steps  # noqa: E402
+import tree_steps  # noqa: E402
 
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 from trtllm_autojudge.judge.head import feature_dim  # noqa: E402
+from trtllm_autojudge.ops.host_library import host_core  # noqa: E402
 from trtllm_autojudge.spec.acceptance import Acceptance  # noqa: E402
 from trtllm_autojudge.spec.judge_blocks import block_codes, reads_draft, window_tokens  # noqa: E402
+from trtllm_autojudge.spec.tree_step import tree_parents  # noqa: E402
 
 MARGIN = 1e-3
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -190,3 +193,69 @@ def packed_step(requests: int, max_draft: int, vocab: int, dtype: str, device: s
     return PackedStep(setup, logits, hidden, draft, on_device(step.input_ids), on_device(step.last_token_ids),
                       torch.from_numpy(step.request_types), torch.from_numpy(step.host_context_lengths),
                       _cut_in_a_gap(judge), weight, bias, judge)
+
+
+@dataclass
+class TreeCase:
+    """One step of TensorRT-LLM's EAGLE engine (tests/tree_steps.py, plugins/README.md "Tree logits mode")."""
+
+    setup: str  # target-only blocks, '-'-joined
+    target_logits: torch.Tensor  # [L, V]
+    target_hidden: torch.Tensor  # [L, Ht]
+    draft_tokens: torch.Tensor  # [B, N] int32
+    draft_lens: torch.Tensor  # [B] int32
+    paths: torch.Tensor  # [B, N+1, D+1] int32
+    threshold: torch.Tensor  # [B] float32, in a wide gap of the host core's judge logits
+    judge_weight: torch.Tensor  # [F] float32
+    judge_bias: float
+    greedy_child: torch.Tensor | None  # [B, N+1] int32 when a block looks ahead
+
+    def op_args(self) -> tuple:  # trtllm_autojudge.ops.torch_ops.rewrite_tree_logits'
+        return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
+                self.threshold, self.judge_weight, self.judge_bias, self.setup, self.greedy_child)
+
+    def extension_args(self) -> tuple:  # the CUDA binding's rewrite_tree_logits
+        return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
+                self.threshold, self.judge_weight, self.judge_bias, block_codes(self.setup).tolist(),
+                self.greedy_child)
+
+    def host_args(self) -> tuple:  # the host core's judge_tree_rows / rewrite_tree_logits tree arguments
+        return tuple(t.cpu().numpy() for t in (self.draft_tokens, self.draft_lens, self.paths))
+
+
+def host_array(t: torch.Tensor) -> np.ndarray:
+    """A tensor for the host core: bfloat16 as its bits in uint16."""
+    t = t.detach().cpu().contiguous()
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def first_children(paths: np.ndarray, draft_lens: np.ndarray) -> np.ndarray:
+    """[B, N+1] int32: each node's lowest-numbered child (-1 none): a stand-in for the greedy child."""
+    B, M = paths.shape[0], paths.shape[1]
+    out = np.full((B, M), -1, np.int32)
+    for b in range(B):
+        parents = tree_parents(paths[b], int(draft_lens[b]))
+        for n in range(len(parents) - 1, 0, -1):
+            if parents[n] >= 0:
+                out[b, parents[n]] = n
+    return out
+
+
+def tree_case(vocab: int, dtype: str, device: str, seed: int, setup: str = "DT", max_nodes: int = 63,
+              target_hidden: int = 4096) -> TreeCase:
+    """1-5 requests with random trees of up to ``max_nodes`` nodes (children often the target's argmax);
+    the threshold in a gap of the host core's judge logits, so float32 sums in any order decide alike."""
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    step = tree_steps.random_tree_step(rng, vocab, max_nodes=max_nodes, max_depth=8)
+    logits = torch.from_numpy(step.logits).to(device=device, dtype=DTYPES[dtype])
+    hidden = torch.randn(len(step.logits), target_hidden, generator=gen, device=device).to(DTYPES[dtype])
+    weight, bias = random_weights(setup, target_hidden, 0, gen, device)
+    greedy = first_children(step.paths, step.draft_lens) if window_tokens(setup) else None
+    _, judge = host_core().judge_tree_rows(host_array(logits), host_array(hidden), step.draft_tokens, step.draft_lens,
+                                           step.paths, weight.cpu().numpy(), bias, setup, greedy)
+    on_device = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+    threshold = torch.full((len(step.draft_lens),), _cut_in_a_gap(judge.astype(np.float64)), dtype=torch.float32,
+                           device=device)
+    return TreeCase(setup, logits, hidden, on_device(step.draft_tokens), on_device(step.draft_lens),
+                    on_device(step.paths), threshold, weight, bias, None if greedy is None else on_device(greedy))

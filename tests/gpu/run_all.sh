@@ -4,7 +4,8 @@
 #      kernel-lens wheel), the plugin library with its ptxas report (build_scripts/build_plugin.py);
 #   2. builds the CUDA binding of torch.ops.autojudge for this GPU (torch.utils.cpp_extension);
 #   3. check_kernels.py: the kernels against the reference on fresh random inputs, poisoned outputs,
-#      for DT, DD-DT and the lookahead setups (kernel == host core == Python for those);
+#      for DT, DD-DT and the lookahead setups (kernel == host core == Python for those), and tree
+#      logits mode on EAGLE engine steps (kernel == host core);
 #   4. bench_kernels.py: median latency (CUDA graph replay) and bandwidth against a copy, and the
 #      fused lookahead judge's time against DD-DT (target: at most 10 % more).
 # Everything printed also goes to $OUT/gpu_check.md (default build/gpu_check/): copy the tables
