@@ -25,9 +25,9 @@ VERBS = {
     "calibrate": ("trtllm_autojudge.evaluation.calibrate", "main", "set a judge's default threshold by the share of final answers it changes", "#11"),
     "bench": ("trtllm_autojudge.evaluation.cli", "main_bench", "wall-clock: target-only vs lossless vs AutoJudge", "#5"),
     "build-plugin": ("build_scripts/build_plugin.py", "main", "build the CUDA/TensorRT plugin library (needs nvcc)", "#6"),
-    "build-engines": ("build_scripts/build_engines.py", "main", "build TensorRT-LLM 1.2 draft/target engines with the plugin (--route context|stock)", "#7"),
-    "run-engines": ("trtllm_autojudge.trt.runner.engines", "main", "generate with built engines, either route (TensorRT-LLM 1.2, GPU host)", "#7"),
-    "make-triton-repo": ("build_scripts/make_triton_repo.py", "main", "write a Triton model repository for built engines (--route context|stock)", "#7"),
+    "build-engines": ("build_scripts/build_engines.py", "main", "build TensorRT-LLM 1.2 engines with the plugin (--route context|stock|eagle)", "#7"),
+    "run-engines": ("trtllm_autojudge.trt.runner.engines", "main", "generate with built engines, any route (TensorRT-LLM 1.2, GPU host)", "#7"),
+    "make-triton-repo": ("build_scripts/make_triton_repo.py", "main", "write a Triton model repository for built engines (--route context|stock|eagle)", "#7"),
 }
 
 
