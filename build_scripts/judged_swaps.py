@@ -21,23 +21,15 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
+from trtllm_autojudge.judge.token_class import line_before, swap_class  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
 
 CONTEXT = 40  # characters of the line shown before a swap
-
-
-def swap_class(tokenizer, tokens: list[int], index: int, draft: int, target: int) -> tuple[str, str]:
-    """(``comment`` | ``code``, ``digit`` | ``word``) of the judged acceptance at ``tokens[index]``."""
-    line = tokenizer.decode(tokens[:index]).split("\n")[-1]
-    where = "comment" if line.lstrip().startswith("#") else "code"
-    digit = any(re.search(r"\d", tokenizer.decode([t])) for t in (draft, target))
-    return where, "digit" if digit else "word"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             shown.append(f"-- {r['qid']}: answer {lossless[r['qid']]['answer']!r} -> {r['answer']!r}, "
                          f"{len(classes)} judged acceptances")
             for (i, d, t), (where, kind) in zip(r["judged_tokens"], classes):
-                line = tokenizer.decode(r["tokens"][:i]).split("\n")[-1][-CONTEXT:]
+                line = line_before(tokenizer, r["tokens"], i)[-CONTEXT:]
                 shown.append(f"   {where:<7} {kind:<5} {line!r} + {tokenizer.decode([t])!r} -> {tokenizer.decode([d])!r}")
     names = sorted({c for c, _ in swaps})
     table = [{"class": "-".join(c), **{f"{k}_{fate}": n[(c, fate)] for k, n in (("swaps", swaps), ("responses", responses))
