@@ -49,11 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--a", type=Path, required=True, help="one eval output folder")
     p.add_argument("--b", type=Path, required=True, help="the other")
+    p.add_argument("--specs", default=None, help="compare only these operating points (comma-separated, e.g. "
+                   "judge: runs copied into both folders, such as seeded lossless runs, are equal by construction)")
     p.add_argument("--out", type=Path, default=None, help="also write the comparison as JSON here")
     args = p.parse_args(argv)
     rows = compare(by_spec(args.a), by_spec(args.b))
+    if args.specs is not None:
+        rows = [r for r in rows if r["spec"] in args.specs.split(",")]
     if not rows:
-        raise SystemExit(f"{args.a} and {args.b} share no operating point: run the same points on both")
+        raise SystemExit(f"{args.a} and {args.b} share no operating point{'' if args.specs is None else ' of ' + args.specs}: "
+                         f"run the same points on both")
     for r in rows:
         print(f"{r['spec']}: {r['identical']} of {r['questions']} questions identical")
         for d in r["differ"]:

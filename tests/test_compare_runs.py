@@ -29,3 +29,4 @@ def test_identical_runs_pass_and_a_difference_is_located(tmp_path, capsys):
     assert points["judge@0.005"]["identical"] == 1
     assert points["judge@0.005"]["differ"] == [{"qid": "q2", "first_difference": 1, "answers": ["11", "12"]}]
     assert "1 of 2 questions identical" in capsys.readouterr().out
+    assert MAIN(["--a", str(a), "--b", str(other), "--specs", "lossless"]) == 0

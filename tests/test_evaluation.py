@@ -14,7 +14,7 @@ from trtllm_autojudge.evaluation import common
 from trtllm_autojudge.evaluation.common import AUTO_HARM_CAPS, judge_thresholds
 from trtllm_autojudge.evaluation.methods import OperatingPoint
 from trtllm_autojudge.evaluation.plot import plot_frontier
-from trtllm_autojudge.evaluation.runner import SUMMARY_COLUMNS, Question, run_points, summarize, write_summary
+from trtllm_autojudge.evaluation.runner import SUMMARY_COLUMNS, Question, format_table, run_points, summarize, write_summary
 from trtllm_autojudge.judge.frontier import choose_threshold, sweep_thresholds
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
@@ -277,3 +277,15 @@ def test_certified_frontier_script_plots_each_series(evaluated, tmp_path):
     assert (tmp_path / "f.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="neither calibration.json"):
         main(["--series", f"x={tmp_path}", "--out", str(tmp_path / "g.png")])
+
+
+def test_the_table_keeps_its_columns_apart_at_their_widest():
+    """Shares of 100% with wide intervals and a wide bound still leave a space between columns."""
+    row = {"spec": "judge@0.0550084", "tokens_per_cycle": 14.48, "vs_lossless": 1.194, "vs_lossless_lo": 1.028,
+           "vs_lossless_hi": 1.395, "agreement": 1.0, "agreement_lo": 0.631, "agreement_hi": 1.0,
+           "answers_changed": 0, "questions": 8, "answer_change_bound": 0.312, "gold_accuracy": 1.0,
+           "gold_accuracy_lo": 0.631, "gold_accuracy_hi": 1.0, "tokens_per_s": 15.0, "judged_fraction": 0.018}
+    head, _, line = format_table([row]).split("\n")
+    assert line.split() == ["judge@0.0550084", "14.48", "1.194x", "[1.028,", "1.395]", "100.0%", "[63.1%,", "100.0%]",
+                            "0/8", "31.2%", "100.0%", "[63.1%,", "100.0%]", "15.0", "1.8%"]
+    assert len(head) >= len(line.rstrip())

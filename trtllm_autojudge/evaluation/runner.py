@@ -245,13 +245,13 @@ def format_table(rows: list[dict]) -> str:
     """The summary rows as a table: shares with their 95% intervals, and the answers changed with
     their one-sided 95% bound (the certificate's number)."""
     head = (f"{'operating point':<20}{'tok/cycle':>10}{'vs lossless [95%]':>23}{'answers kept [95%]':>24}"
-            f"{'changed':>9}{'bound':>7}{'gold [95%]':>21}{'tok/s':>7}{'judged':>8}")
+            f"{'changed':>9}{'bound':>7}{'gold [95%]':>24}{'tok/s':>7}{'judged':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         ratio = f"{r['vs_lossless']:.3f}x [{r['vs_lossless_lo']:.3f}, {r['vs_lossless_hi']:.3f}]"
         kept = f"{r['agreement']:.1%} [{r['agreement_lo']:.1%}, {r['agreement_hi']:.1%}]"
         gold = f"{r['gold_accuracy']:.1%} [{r['gold_accuracy_lo']:.1%}, {r['gold_accuracy_hi']:.1%}]"
         lines.append(f"{r['spec']:<20}{r['tokens_per_cycle']:>10.2f}{ratio:>23}{kept:>24}"
-                     f"{r['answers_changed']:>5}/{r['questions']:<3}{r['answer_change_bound']:>7.1%}{gold:>21}"
+                     f"{r['answers_changed']:>5}/{r['questions']:<3}{r['answer_change_bound']:>7.1%}{gold:>24}"
                      f"{r['tokens_per_s']:>7.1f}{r['judged_fraction']:>8.1%}")
     return "\n".join(lines)
