@@ -57,7 +57,8 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
     """Gain against certificate: for each named judge (a lever tried), one curve of its summary rows
     over thresholds, x = the one-sided 95% upper bound on the share of answers changed, y = tokens
     per target forward against lossless (with its interval as an error bar); ``budget``: a dashed
-    line at the largest bound a user accepts. Rows that did not run every question are left out."""
+    line at the largest bound a user accepts. Rows that did not run every question (calibrate's early
+    stop past the budget) are hollow markers, unjoined: their bound is over the questions they ran."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,7 +74,10 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
             continue
         xs, ys, los, his = zip(*pts)
         err = [[y - lo for y, lo in zip(ys, los)], [hi - y for y, hi in zip(ys, his)]]
-        ax.errorbar(xs, ys, yerr=err, fmt="o-", ms=4, capsize=2, label=f"{name} ({full} questions)")
+        line = ax.errorbar(xs, ys, yerr=err, fmt="o-", ms=4, capsize=2, label=f"{name} ({full} questions)")
+        stopped = [(r["answer_change_bound"], r["vs_lossless"]) for r in rows if r["questions"] < full]
+        if stopped:
+            ax.plot(*zip(*stopped), "o", ms=6, mfc="none", color=line.lines[0].get_color())
     if budget is not None:
         ax.axvline(budget, color="gray", ls="--", lw=1, label=f"answer budget ({budget:.0%})")
     from matplotlib.ticker import PercentFormatter
