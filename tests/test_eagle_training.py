@@ -1,6 +1,7 @@
 """EAGLE head training (models/eagle_training.py, build_scripts/train_eagle.py) on a tiny random target:
 alpha per depth equals what the drafter accepts, the loss falls, a stopped run resumes as if it had
 not stopped, and the script's options."""
+import json
 import runpy
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from trtllm_autojudge.data.batches import batch_examples
 from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
-from trtllm_autojudge.models.eagle_training import (EagleTraining, alpha_counts, chain_lengths, pack_pairs,
-                                                    teacher_states, train_head)
+from trtllm_autojudge.models.eagle_training import (EagleTraining, alpha_counts, chain_lengths, pack_pairs, pair_loss,
+                                                    teacher_states, train_head, unrolled_features)
 
 REPO = Path(__file__).resolve().parents[1]
 PAD = 0
@@ -139,5 +140,56 @@ def test_script_options():
     parse = runpy.run_path(str(REPO / "build_scripts" / "train_eagle.py"))["parse_args"]
     args = parse(["--task", "gsm8k-program", "--steps", "5", "--stop-after", "2", "--work", "w"])
     assert args.steps == 5 and args.stop_after == 2 and args.layers == 1 and args.cls_weight == 0.1
-    with pytest.raises(SystemExit):
-        parse(["--noise", "-1"])
+    assert args.unroll == 1 and parse(["--unroll", "3"]).unroll == 3
+    for bad in (["--noise", "-1"], ["--unroll", "0"]):
+        with pytest.raises(SystemExit):
+            parse(bad)
+
+
+@pytest.mark.parametrize("make_head", [first_layer_head, lambda t: random_eagle_head(t.model, 2, seed=1)],
+                         ids=["first_layer", "random"])
+def test_unrolled_features_are_the_drafters_features_at_each_depth(target, make_head):
+    """Depth k of the unrolled training forward at position i equals the feature a chain drafted
+    from p = i - k + 1 reaches at depth k through the head's session (true tokens, as teacher forcing)."""
+    head, unroll = make_head(target), 3
+    batch = [(ids, start) for ids, start in greedy_sequences(target, 3, seed=13, new=10)]
+    pairs = pack_pairs(*teacher_states(target.model, batch, PAD))
+    with torch.no_grad():
+        features = unrolled_features(head, pairs, pairs.hidden.float(), unroll)
+    offset = 0
+    for ids, _ in batch:
+        hidden = states(target, ids)
+        for p in range(len(ids) - 1):
+            session = head.session()
+            feature = session.forward(ids[1:p + 2], hidden[:p + 1], range(p + 1))[-1:]  # depth 1 at position p
+            for k in range(1, unroll + 1):
+                i = p + k - 1
+                if i > len(ids) - 2:
+                    break
+                assert torch.allclose(features[k - 1][offset + i], feature[0], atol=1e-4), (p, k)
+                if i + 1 <= len(ids) - 2:
+                    feature = session.forward([ids[i + 2]], feature, [i + 1])
+        offset += len(ids) - 1
+
+
+def test_an_unrolled_loss_trains_and_reads_depth_one_as_the_recipe(target):
+    batch = greedy_sequences(target, 2, seed=17, new=12)
+    pairs = pack_pairs(*teacher_states(target.model, batch, PAD))
+    head = random_eagle_head(target.model, 1, seed=3).float()
+    one = pair_loss(head, target.model.lm_head, pairs, 0.0, 0.1, torch.Generator().manual_seed(0), unroll=1)
+    two = pair_loss(head, target.model.lm_head, pairs, 0.0, 0.1, torch.Generator().manual_seed(0), unroll=2)
+    assert one[0].requires_grad and two[0].requires_grad and two[1] != one[1]
+    two[0].backward()
+    assert head.fc.weight.grad is not None and head.fc.weight.grad.abs().sum() > 0
+
+
+def test_the_report_has_alpha_per_evaluation_with_the_loss_before_it_and_a_plot(tmp_path):
+    write_report = runpy.run_path(str(REPO / "build_scripts" / "train_eagle.py"))["write_report"]
+    history = [{"loss": float(i), "reg": 1.0, "cls": 2.0} for i in range(1, 7)]
+    state = {"step": 6, "done": False, "history": history,
+             "alphas": [{"step": 0, "alpha": [0.0, None]}, {"step": 4, "alpha": [0.5, 0.25]}, {"step": 6, "alpha": [0.6, None]}]}
+    write_report(tmp_path / "r.json", {"task": "t"}, state, 3)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [e["loss"] for e in report["evaluations"]] == [None, 2.5, 5.5]  # steps 1-4, then 5-6
+    assert report["evaluations"][1]["alpha"] == [0.5, 0.25] and report["heldout_sequences"] == 3
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"

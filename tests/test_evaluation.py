@@ -219,7 +219,22 @@ def test_a_judge_point_inside_a_runs_margin_reuses_it_token_for_token(tmp_path):
     assert {first[q]["judged_accepts"] < m for q in limited} == {True, False}  # both cases occur
     other = JudgeHead(judge.coef, judge.mean, judge.scale, judge.intercept + 1e-3, "DT", judge.draft_hidden,
                       judge.target_hidden, 0.5)
-    assert all("reused_from" not in r for r in run("judge@0.4000001", "a", other) if r["spec"] == "judge@0.4000001")
+    with pytest.raises(ValueError, match="holds judge runs of another judge .*give another output folder"):
+        run("judge@0.4000001", "a", other)  # another judge would resume from (and reuse) this one's runs
+
+
+def test_a_folder_refuses_runs_of_another_setup(tmp_path):
+    """setup.json: the pair's weights, the tree and the response length of a folder's first run."""
+    target, draft = tiny_pair(seed=3)
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(1, seed=5)]
+    run = lambda tree, new, d=draft: run_points(target, d, decode, questions, [], tree, KeyTokens(window=10),  # noqa: E731
+                                                tmp_path, None, None, new, progress=False)
+    run(DraftTree.chain(K), MAX_NEW)
+    run(DraftTree.chain(K), MAX_NEW)  # the same setup resumes
+    for tree, new, d, what in [(DraftTree.chain(K + 1), MAX_NEW, draft, "tree"), (DraftTree.chain(K), MAX_NEW + 1, draft,
+                               "max_new_tokens"), (DraftTree.chain(K), MAX_NEW, tiny_pair(seed=4)[1], "pair")]:
+        with pytest.raises(ValueError, match=f"holds runs of another setup: {what} .*Give another output folder"):
+            run(tree, new, d)
 
 
 def test_stop_ends_a_run_after_the_question_that_asks(tmp_path):

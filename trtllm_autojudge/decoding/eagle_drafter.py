@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..models.eagle_head import EagleHead, head_differences
-from ..models.transformers_backend import TransformersLM
+from ..models.transformers_backend import TransformersLM, weights_fingerprint
 from .drafter import Proposal, TreeSpec
 from .dynamic_tree import Candidates, DynamicTree, top_tokens
 from .tree import DraftTree, attention_mask
@@ -122,6 +122,7 @@ class EagleDrafter:
 
     has_draft_hidden = False
     reads_target_hidden = True
+    hidden_size = None  # no draft hidden states: a judge checked against this drafter reads the target only
 
     def __init__(self, target: TransformersLM, head: EagleHead, tokenizer_fingerprint: str | None = None):
         problems = head_differences(head.config, head.meta, target.hidden_size, target.vocab_size, tokenizer_fingerprint)
@@ -130,6 +131,11 @@ class EagleDrafter:
         self.head, self.lm_head = head, target.model.lm_head
         self.vocab_size = target.vocab_size
         self.name = f"EAGLE head ({head.config.num_layers} layer{'s' * (head.config.num_layers > 1)})"
+
+    def fingerprint(self) -> str:
+        """16 hex digits of SHA-256 over the head's weights as they compute (its LM head is the target's,
+        in the target's fingerprint): what a certificate records of the drafter (``pair_fingerprint``)."""
+        return weights_fingerprint(self.head.state_dict().items())
 
     def start(self) -> EagleDraftSession:
         return EagleDraftSession(self)

@@ -11,6 +11,7 @@ import torch
 
 from ..data.sources import add_problem_args, load_problems
 from ..decoding.modes import JudgeRule
+from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
 from ..mining.cli import problem_id
 from ..mining.miner import MiningConfig
@@ -23,7 +24,7 @@ from .bench import run_bench
 from .certificate import Certificate
 from .common import (add_decoding_args, apply_veto, certificate_lines, draft_tree, judge_certificate, judge_path,
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
-                     refuse_calibration_questions)
+                     refuse_calibration_questions, tree_parents)
 from .methods import OperatingPoint, judge_points
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, write_summary
@@ -56,7 +57,7 @@ def oracle_rows(rows: list[dict], runs: list[dict], records: list[dict], questio
             "oracle_unimportant": sum(1 - lab[1] for r in mined for lab in r["labels"]),
             "live_oracle_left_mined_sequence": sum(p is not None for p in points),
             "live_oracle_divergence_positions": [p for p in points if p is not None]}
-    if tree.is_chain:  # the replay is defined
+    if isinstance(tree, DraftTree) and tree.is_chain:  # the replay is defined
         lossless = next((r for r in rows if r["spec"] == "lossless"), None)
         rows.append(trajectory_row(mined, draft, tree.num_nodes, lossless))
     return meta
@@ -127,7 +128,7 @@ def main_eval(argv: list[str]) -> int:
         raise SystemExit(f"eval: {e}") from None
     rows = summarize(runs, points, checker, [q.qid for q in questions])
     oracle_meta = oracle_rows(rows, runs, oracle_records, questions, draft, tree)
-    meta = {"task": task.name, "target": target.name, "draft": draft.name, "tree_parents": list(tree.parents),
+    meta = {"task": task.name, "target": target.name, "draft": draft.name, "tree_parents": tree_parents(tree),
             "questions": len(questions),
             "judge": judge_record(judge_file, judge) if judge else None,
             "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype),
@@ -179,7 +180,7 @@ def main_bench(argv: list[str]) -> int:
     subset = getattr(draft.head, "subset", None)
     result.update(task=task.name, dtype=dtype_name(target.dtype), accept_impl=args.accept_impl, command=shlex.join(["trtllm-autojudge", "bench", *argv]),
                   target=target.name, draft=draft.name, draft_vocab=None if subset is None else subset.size,
-                  tree_parents=list(tree.parents), threads=torch.get_num_threads())
+                  tree_parents=tree_parents(tree), threads=torch.get_num_threads())
     print(result["table"])
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

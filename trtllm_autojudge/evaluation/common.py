@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..data.problem import Problem
+from ..decoding.dynamic_tree import DynamicTree
 from ..decoding.tree import DraftTree
 from ..judge.frontier import choose_threshold
 from ..judge.head import JudgeHead
@@ -19,13 +20,16 @@ from ..tasks.base import ASSETS
 from .certificate import Certificate, pair_fingerprint
 from .runner import ACCEPT_IMPLS, Question
 
+DYNAMIC_PREFIX = "dynamic:"
 AUTO_HARM_CAPS = (0.01, 0.02, 0.05, 0.1, 0.2)  # validation important-accept rates swept by --thresholds auto
 
 
 def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("decoding")
     g.add_argument("--k", type=int, default=8, help="chain draft: K draft tokens per cycle (default 8)")
-    g.add_argument("--tree", default=None, help="static tree instead of a chain: branching per depth, e.g. 3,2,1")
+    g.add_argument("--tree", default=None,
+                   help="a tree instead of a chain: static, as branching per depth (e.g. 3,2,1), or EAGLE-2 dynamic as "
+                        "dynamic:DEPTH,TOP_K,NODES (an EAGLE drafter only, e.g. dynamic:6,8,30)")
     g.add_argument("--judge", default=None,
                    help="judge file (default: the task's shipped judge when the embedded pair is used)")
     g.add_argument("--max-new-tokens", type=int, default=256)
@@ -37,19 +41,38 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
                         "judge/veto.py): added to the judge file's own veto")
 
 
-def draft_tree(args: argparse.Namespace) -> DraftTree:
+def draft_tree(args: argparse.Namespace) -> DraftTree | DynamicTree:
+    """``--tree`` (static or ``dynamic:D,K,N``), else the chain of ``--k``."""
     if args.tree:
+        dynamic = args.tree.startswith(DYNAMIC_PREFIX)
         try:
-            return DraftTree.static([int(w) for w in args.tree.split(",")])
+            numbers = [int(w) for w in args.tree.removeprefix(DYNAMIC_PREFIX).split(",")]
+            if dynamic and len(numbers) != 3:
+                raise ValueError("a dynamic tree is dynamic:DEPTH,TOP_K,NODES")
+            return DynamicTree(*numbers) if dynamic else DraftTree.static(numbers)
         except ValueError as e:
             raise SystemExit(f"--tree {args.tree!r}: {e}") from None
     return DraftTree.chain(args.k)
 
 
+def tree_parents(tree: DraftTree | DynamicTree) -> list[int] | None:
+    """What a result records of a static tree (its parents); None for a dynamic tree (chosen per cycle)."""
+    return list(tree.parents) if isinstance(tree, DraftTree) else None
+
+
 def judge_path(args: argparse.Namespace, required: bool, task: Task) -> Path | None:
-    """``--judge``, else the task's shipped judge for the embedded pair; None when there is none and none is ``required``."""
+    """``--judge``, else the task's shipped judge for the embedded pair (with ``--draft eagle``: the
+    one calibrated on the shipped EAGLE head's drafts); None when there is none and none is ``required``."""
     if args.judge is not None:
         return Path(args.judge)
+    if args.target in EMBEDDED_TARGETS and args.draft == "eagle":
+        shipped = ASSETS / task.shipped_eagle_judge if task.shipped_eagle_judge else None
+        if shipped is not None and shipped.is_file():
+            return shipped
+        if required:
+            raise SystemExit(f"task {task.name} ships no judge for its EAGLE head's drafts: pass --judge PATH (a "
+                             f"target-only judge; `trtllm-autojudge calibrate --draft eagle` certifies one for them)")
+        return None
     shipped = task.shipped_judge_path()
     if args.target in EMBEDDED_TARGETS and args.draft == "embedded":
         if shipped is not None and shipped.is_file():
@@ -81,16 +104,23 @@ def judge_record(path, judge: JudgeHead) -> dict:
 
 
 def load_judge_file(path, target, draft) -> JudgeHead:
-    """The judge at ``path``, checked against the pair (hidden sizes, model names, dtype)."""
+    """The judge at ``path``, checked against the pair (hidden sizes, model names, dtype). A drafter
+    without hidden states of its own (``hidden_size`` None: an EAGLE head) takes target-only judges,
+    whatever draft they were trained with."""
     if not Path(path).is_file():
         raise SystemExit(f"judge file {path} not found")
+    own_hidden = draft.hidden_size is not None
     try:
         dtype = getattr(target, "dtype", None)
-        return JudgeHead.load(path, draft_hidden=draft.hidden_size, target_hidden=target.hidden_size,
-                              draft_model=draft.name, target_model=target.name,
-                              dtype=None if dtype is None else dtype_name(dtype))
+        judge = JudgeHead.load(path, draft_hidden=draft.hidden_size, target_hidden=target.hidden_size,
+                               draft_model=draft.name if own_hidden else None, target_model=target.name,
+                               dtype=None if dtype is None else dtype_name(dtype))
     except ValueError as e:
         raise SystemExit(str(e)) from None
+    if judge.needs_draft_hidden and not own_hidden:
+        raise SystemExit(f"judge {path} (setup {judge.setup}) reads the draft's hidden states, and the {draft.name} has "
+                         f"none: give a target-only judge (DT, DT1, DT2, LS blocks), e.g. the task's stock-route judge")
+    return judge
 
 
 def judge_thresholds(text: str, judge: JudgeHead | None, harm_caps: tuple[float, ...] = AUTO_HARM_CAPS) -> list[float]:

@@ -15,6 +15,10 @@ A judge run at one threshold also answers every threshold inside its threshold m
 names the point it came from; its seconds are that run's). Only runs of the same judge (by
 fingerprint) are reused, under the same per-response limit or one the run never reached; the core
 keeps no margin, so its runs are never reused.
+
+One output folder holds one decoding setup (the pair's weights, the tree, the response length:
+``setup.json``) and one judge: a run that would resume from another's runs refuses, asking for
+another folder.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -30,6 +34,7 @@ from tqdm import tqdm
 
 from ..decoding.modes import JudgeRule
 from ..decoding.rules import threshold_logit
+from ..decoding.dynamic_tree import DynamicTree
 from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
@@ -37,7 +42,7 @@ from ..mining.store import append_record, read_records, repair_tail
 from ..models.protocol import LanguageModel
 from ..tasks.protocol import TaskChecker
 from .bootstrap import ratio_interval
-from .certificate import interval, upper_bound
+from .certificate import interval, pair_fingerprint, upper_bound
 from .methods import OperatingPoint
 
 # Columns of summary.csv / keys of summary.json rows (a stable schema: tests pin it).
@@ -67,7 +72,7 @@ def run_points(
     decode,
     questions: list[Question],
     points: list[OperatingPoint],
-    tree: DraftTree,
+    tree: DraftTree | DynamicTree,
     checker: TaskChecker,
     out_dir: str | Path,
     judge: JudgeHead | None = None,
@@ -86,9 +91,17 @@ def run_points(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    check_folder_setup(out_dir, {"pair": pair_fingerprint(target, draft), "tree": tree_record(tree),
+                                 "max_new_tokens": max_new_tokens})
     runs_path = out_dir / "runs.jsonl"
     repair_tail(runs_path)
     runs, _ = read_records(runs_path, required=("spec", "qid"))
+    judge_id = None if judge is None else judge.fingerprint()
+    weights_id = None if judge is None else judge.weights_fingerprint()
+    other_judge = next((r["judge_weights"] for r in runs if r.get("judge_weights") not in (None, weights_id)), None)
+    if weights_id is not None and other_judge is not None:
+        raise ValueError(f"{runs_path} holds judge runs of another judge (weights fingerprint {other_judge}; this one's "
+                         f"is {weights_id}): give another output folder")
     done = {(r["spec"], r["qid"]) for r in runs}
     points = [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]
     rules = {p.spec: p.rule(judge, unimportant) for p in points}
@@ -97,7 +110,6 @@ def run_points(
     if other is not None:
         raise ValueError(f"{runs_path} holds judge runs decided by --accept-impl {other.get('accept_impl', 'python')}, "
                          f"this run asks for {accept_impl}: give another output folder")
-    judge_id = None if judge is None else judge.fingerprint()
     margins = MarginIndex(judge_id, runs)
     todo = [(q, [p for p in points if (p.spec, q.qid) not in done]) for q in questions]
     bar = tqdm(total=sum(len(ps) for _, ps in todo), desc="eval", unit="run", disable=not progress, file=sys.stderr)
@@ -112,7 +124,8 @@ def run_points(
                 answer = checker.answer(decode(res.tokens), q.example)
                 rec = {"spec": p.spec, "qid": q.qid, "tokens": res.tokens, "answer": answer,
                        "gold_correct": q.gold is not None and checker.same(answer, q.gold), "seconds": seconds,
-                       **res.summary(), **({"judge": judge_id, "accept_impl": accept_impl} if p.method == "judge" else {})}
+                       **res.summary(), **({"judge": judge_id, "judge_weights": weights_id, "accept_impl": accept_impl}
+                          if p.method == "judge" else {})}
             append_record(runs_path, rec)
             runs.append(rec)
             margins.add(rec)
@@ -121,6 +134,26 @@ def run_points(
             break
     bar.close()
     return runs
+
+
+def tree_record(tree: DraftTree | DynamicTree) -> dict:
+    """A draft tree as a folder's setup records it: a static tree's parents, a dynamic tree's rule."""
+    return {"parents": list(tree.parents)} if isinstance(tree, DraftTree) else {"dynamic": asdict(tree)}
+
+
+def check_folder_setup(out_dir: Path, setup: dict) -> None:
+    """One output folder holds the runs of one decoding setup (the pair's weights, the tree, the
+    response length), recorded in ``setup.json`` by its first run: a rerun with another refuses,
+    since it would resume from runs that are not its own."""
+    path = out_dir / "setup.json"
+    if not path.is_file():
+        path.write_text(json.dumps(setup, indent=1))
+        return
+    recorded = json.loads(path.read_text())
+    differs = [f"{k} {recorded.get(k)} (now {v})" for k, v in setup.items() if recorded.get(k) != v]
+    if differs:
+        raise ValueError(f"{out_dir} holds runs of another setup: " + "; ".join(differs)
+                         + ". Give another output folder")
 
 
 def fused_for(rule, accept_impl: str) -> bool:

@@ -116,7 +116,15 @@ class JudgeHead:
     def fingerprint(self) -> str:
         """16 hex digits of SHA-256 over what decides the verdicts (setup, sizes, weights, threshold, veto):
         results record it, so a later run can tell which judge made them."""
-        h = hashlib.sha256(f"{self.setup}|{self.draft_hidden}|{self.target_hidden}|{self.threshold!r}".encode())
+        return self._hash(f"|{self.threshold!r}")
+
+    def weights_fingerprint(self) -> str:
+        """As :meth:`fingerprint` without the default threshold: what decides the verdicts at a given
+        threshold, so the same judge calibrated again (another default) has the same one."""
+        return self._hash("")
+
+    def _hash(self, suffix: str) -> str:
+        h = hashlib.sha256(f"{self.setup}|{self.draft_hidden}|{self.target_hidden}{suffix}".encode())
         for a in (self.coef, self.mean, self.scale, np.float32(self.intercept)):  # as the file stores them
             h.update(a.tobytes())
         if self.meta.get("veto"):  # a token veto (judge/veto.py) decides verdicts too

@@ -43,6 +43,7 @@ META_KEY = "autojudge_eagle_head"
 FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
+EMBEDDING = "embed_tokens.weight"  # the target's embedding, which the head shares
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,17 @@ class EagleHead(nn.Module):
         (out / CONFIG_FILE).write_text(json.dumps(self.config.llama_config(self.fc.weight.dtype), indent=2))
         return out
 
+    def save_without_embedding(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+        """One ``.safetensors`` file of the head's own weights in ``dtype``, without the embedding (the
+        target's, frozen): what the package ships. :func:`load_eagle_head` takes it with the target's
+        ``embedding``; :meth:`save` of the loaded head writes the converter's directory."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().to(dtype).contiguous() for k, v in self.state_dict().items() if k != EMBEDDING}
+        meta = {"format_version": FORMAT_VERSION, "config": asdict(self.config), **self.meta}
+        save_file(tensors, str(path), metadata={META_KEY: json.dumps(meta, sort_keys=True)})
+        return path
+
 
 class EagleHeadSession:
     """The head's KV cache for one sequence: the context pairs first, then (while drafting) tree nodes."""
@@ -290,15 +302,22 @@ def read_head_meta(path: str | Path) -> tuple[Path, EagleHeadConfig, dict]:
 
 
 def load_eagle_head(path: str | Path, *, hidden_size: int, vocab_size: int, tokenizer: str | None = None,
-                    dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> EagleHead:
+                    dtype: torch.dtype | None = None, device: str | torch.device = "cpu",
+                    embedding: torch.Tensor | None = None) -> EagleHead:
     """Load a head for a target of ``hidden_size`` and ``vocab_size`` (and, when given, the tokenizer
-    fingerprint ``tokenizer``); raises ValueError listing every difference."""
+    fingerprint ``tokenizer``); raises ValueError listing every difference. ``embedding`` [V, H] (the
+    target's) completes a file saved without it (:meth:`EagleHead.save_without_embedding`)."""
     weights, config, meta = read_head_meta(path)
     problems = head_differences(config, meta, hidden_size, vocab_size, tokenizer)
     if problems:
         raise ValueError(f"the EAGLE head {weights} does not fit this target: " + "; ".join(problems))
     head = EagleHead(config, meta)
     state = load_file(str(weights))
+    if EMBEDDING not in state:
+        if embedding is None:
+            raise ValueError(f"{weights} stores no {EMBEDDING} (a head saved without the target's embedding): load "
+                             f"it with the target's embedding (load_eagle_head(..., embedding=...))")
+        state[EMBEDDING] = embedding.to(next(iter(state.values())).dtype)
     missing = sorted(set(head.state_dict()) - set(state))
     extra = sorted(set(state) - set(head.state_dict()))
     if missing or extra:

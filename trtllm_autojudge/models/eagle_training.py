@@ -48,6 +48,7 @@ class EagleTraining:
     warmup: int = 10
     noise: float = 0.1  # uniform noise amplitude on the input states
     cls_weight: float = 0.1
+    unroll: int = 1  # drafting depths the loss reads (1: EAGLE's recipe; see pair_loss)
     depth: int = 4  # alpha is reported for depths 1..depth
     eval_every: int = 50
     save_every: int = 10
@@ -91,17 +92,46 @@ def pack_pairs(ids: torch.Tensor, mask: torch.Tensor, learn: torch.Tensor, hidde
     return PackedPairs(mask=same, **cat)
 
 
+def unrolled_features(head: EagleHead, pairs: PackedPairs, hidden: torch.Tensor, unroll: int) -> list[torch.Tensor]:
+    """The head's features at drafting depths 1..``unroll`` over packed pairs (``hidden [T, H]``: the
+    input states, noised or not), teacher-forced on the tokens: ``out[k-1][a]`` [H] is the feature
+    of the depth-k pair at position ``i = positions[a]`` of a chain drafted from ``p = i - k + 1``,
+    the pair (the depth-(k-1) feature at i - 1, x_{i+1}) that sees the context pairs 0..p and the
+    chain's pairs of depths 2..k (at positions p+1..i), as :func:`chain_lengths` and the drafter
+    draft. Depth 1 is the pairs themselves; a row whose chain would start before the sequence is
+    computed from zeros (``positions < k - 1``: no loss may read it)."""
+    caches = [LayerCache() for _ in head.layers]
+    T = pairs.tokens.shape[0]
+    out = [head(pairs.tokens, hidden, pairs.positions, caches, pairs.mask)]  # [T, H]
+    same = pairs.mask | pairs.mask.T  # [T, T]: same sequence
+    pos = pairs.positions
+    for k in range(2, unroll + 1):
+        prev = torch.cat([torch.zeros_like(out[-1][:1]), out[-1][:-1]])  # [T, H]: the feature at index a - 1
+        prev = torch.where((pos >= 1)[:, None], prev, torch.zeros_like(prev))  # at position 0, a - 1 is another sequence's
+        blocks = [same & (pos[None, :] <= pos[:, None] - (k - 1))]  # context pairs 0..p
+        blocks += [same & (pos[None, :] == pos[:, None] - (k - j)) for j in range(2, k + 1)]  # depths 2..k
+        blocks[-1] = blocks[-1] | torch.eye(T, dtype=torch.bool)  # every row sees itself (no empty row)
+        out.append(head(pairs.tokens, prev, pos, caches, torch.cat(blocks, dim=1)))
+    return out
+
+
 def pair_loss(head: EagleHead, lm_head, pairs: PackedPairs, noise: float, cls_weight: float,
-              generator: torch.Generator) -> tuple[torch.Tensor, float, float]:
-    """(loss, regression part, classification part) of the packed pairs."""
+              generator: torch.Generator, unroll: int = 1) -> tuple[torch.Tensor, float, float]:
+    """(loss, regression part, classification part) of the packed pairs, averaged over drafting
+    depths 1..``unroll`` (:func:`unrolled_features`; 1: EAGLE's recipe, deeper: the head also
+    learns from its own features, as it drafts past depth 1)."""
     h = pairs.hidden.float()  # [T, H]
     h = h + (torch.rand(h.shape, generator=generator) * 2 - 1) * noise
-    f = head(pairs.tokens, h, pairs.positions, mask=pairs.mask)[pairs.learn].float()  # [n, H]
-    target = pairs.target[pairs.learn].float()  # [n, H]
-    reg = F.smooth_l1_loss(f, target)
-    with torch.no_grad():
-        p = lm_head(target).float().softmax(-1)  # [n, V]
-    cls = -(p * lm_head(f).float().log_softmax(-1)).sum(-1).mean()
+    features = unrolled_features(head, pairs, h, unroll)
+    regs, clss = [], []
+    for k, f in enumerate(features, start=1):
+        learn = pairs.learn & (pairs.positions >= k - 1)  # [T]
+        f, target = f[learn].float(), pairs.target[learn].float()  # [n, H]
+        regs.append(F.smooth_l1_loss(f, target))
+        with torch.no_grad():
+            p = lm_head(target).float().softmax(-1)  # [n, V]
+        clss.append(-(p * lm_head(f).float().log_softmax(-1)).sum(-1).mean())
+    reg, cls = torch.stack(regs).mean(), torch.stack(clss).mean()
     return reg + cls_weight * cls, float(reg.detach()), float(cls.detach())
 
 
@@ -193,7 +223,7 @@ def train_head(head: EagleHead, target_model, batches: Sequence[Sequence[Example
         with torch.autocast(**autocast):
             pairs = pack_pairs(*teacher_states(target_model, batches[state["step"] % len(batches)], pad_id))
             loss, reg, cls = pair_loss(head, target_model.lm_head, pairs, settings.noise, settings.cls_weight,
-                                       generator)
+                                       generator, settings.unroll)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()

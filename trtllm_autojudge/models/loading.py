@@ -1,9 +1,12 @@
 """Load a draft/target pair from command-line names: the embedded default or any HF folder.
 
-``--target tuned|raw|PATH``, ``--draft embedded|FILE.safetensors|PATH`` and ``--draft-vocab auto|embedded|none|FILE`` (a
+``--target tuned|raw|PATH``, ``--draft embedded|FILE.safetensors|eagle|eagle:HEAD|PATH`` and ``--draft-vocab auto|embedded|none|FILE`` (a
 draft LM head over a vocabulary subset, see :mod:`.vocab_subset`; auto: the task's shipped subset for an embedded-style draft). A FILE.safetensors is a draft file of this
 project for the embedded tuned target (``build_scripts/train_draft.py --out``: layer cut + LoRA), to
-compare drafts without replacing the shipped one. A PATH is a local transformers
+compare drafts without replacing the shipped one. ``eagle`` drafts with the task's shipped EAGLE
+head for the tuned target, ``eagle:HEAD`` with a head directory or file (:mod:`.eagle_head`,
+``build_scripts/train_eagle.py``): the draft is then a :class:`..decoding.eagle_drafter.EagleDrafter`,
+which reads the target's hidden states and has none of its own. A PATH is a local transformers
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
 ``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
@@ -36,7 +39,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                    help="embedded target 'tuned' (GSM8K adapter, default) or 'raw', or a local HF checkpoint folder")
     g.add_argument("--draft", default="embedded",
                    help="'embedded' (the task's shipped draft), a draft file of this project for the embedded tuned target "
-                        "(build_scripts/train_draft.py --out FILE.safetensors), or a local HF checkpoint folder")
+                        "(build_scripts/train_draft.py --out FILE.safetensors), 'eagle' (the task's shipped EAGLE head) or "
+                        "'eagle:HEAD' (an EAGLE head, build_scripts/train_eagle.py), or a local HF checkpoint folder")
     g.add_argument("--draft-vocab", default="auto",
                    help="draft LM head over a vocabulary subset: 'embedded' (the task's shipped subset, for the embedded "
                         "draft or a draft file), a subset file (build_scripts/make_draft_vocab.py), 'none' (the full head) "
@@ -85,6 +89,11 @@ def load_pair(args: argparse.Namespace, task=None):
         target.model.to(args.device)
     else:
         target, tokenizer = _hf(args.target, args.device)
+    if is_eagle_draft(args.draft):
+        target.model.to(dtype)
+        embedding = target.model.get_input_embeddings().weight.detach().clone()  # [V, H]: the head shares it
+        _adapt_cpu_modules(getattr(args, "cpu_linear", "auto"), (target.model,))
+        return target, _eagle_drafter(args.draft, target, tokenizer, task, dtype, embedding), tokenizer
     if is_embedded_draft(args.draft):
         if args.target != "tuned":
             raise SystemExit(f"--draft {args.draft} is made for the embedded tuned target: give --target tuned, "
@@ -106,14 +115,48 @@ def load_pair(args: argparse.Namespace, task=None):
     if draft.vocab_size != target.vocab_size:
         raise SystemExit(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: the pair must share a tokenizer")
     _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer, task)
-    pack_linears(target.model, draft.model, draft.head)  # bf16 on CPU: weights laid out once (same outputs)
-    fuse_siblings(target.model, draft.model)  # then q/k/v and gate/up as one matmul each (same outputs)
+    _adapt_cpu_modules(getattr(args, "cpu_linear", "auto"), (target.model, draft.model), draft.head)
+    return target, draft, tokenizer
+
+
+def _adapt_cpu_modules(cpu_linear: str, models: tuple, *heads) -> None:
+    """The CPU kernels of the module docstring on the transformers ``models`` and the draft's LM
+    ``heads`` (a subset head is no part of its model); each keeps its outputs."""
+    pack_linears(*models, *heads)  # bf16 on CPU: weights laid out once (same outputs)
+    fuse_siblings(*models)  # then q/k/v and gate/up as one matmul each (same outputs)
     try:
-        use_row_linears(getattr(args, "cpu_linear", "auto"), target.model, draft.model, draft.head)  # float32 on CPU
+        use_row_linears(cpu_linear, *models, *heads)  # float32 on CPU
     except RowLinearUnavailable as e:
         raise SystemExit(f"--cpu-linear rows: {e} (or give --cpu-linear torch)") from None
-    use_gqa_sdpa(target.model, draft.model)  # masked CPU forwards: no copy of the KV heads (same outputs)
-    return target, draft, tokenizer
+    use_gqa_sdpa(*models)  # masked CPU forwards: no copy of the KV heads (same outputs)
+
+
+def is_eagle_draft(name: str) -> bool:
+    """``--draft`` names an EAGLE head: the task's shipped one (``eagle``) or ``eagle:HEAD``."""
+    return name == "eagle" or name.startswith("eagle:")
+
+
+def _eagle_drafter(name: str, target: TransformersLM, tokenizer, task, dtype, embedding):
+    """The EAGLE drafter of ``--draft eagle`` / ``eagle:HEAD`` for ``target`` (already in ``dtype``);
+    ``embedding`` [V, H] is the target's, for a head file that stores none (the shipped one)."""
+    from ..decoding.eagle_drafter import EagleDrafter
+    from .eagle_head import load_eagle_head
+    from .vocab_subset import tokenizer_fingerprint
+
+    if name == "eagle":
+        if task is None or task.shipped_eagle_head is None:
+            raise SystemExit(f"--draft eagle: task {getattr(task, 'name', '?')} ships no EAGLE head: give --draft "
+                             "eagle:HEAD (build_scripts/train_eagle.py)")
+        path = task.shipped_model_path("eagle_head")
+    else:
+        path = Path(name.removeprefix("eagle:"))
+    try:
+        head = load_eagle_head(path, hidden_size=target.hidden_size, vocab_size=target.vocab_size,
+                               tokenizer=tokenizer_fingerprint(tokenizer), dtype=dtype,
+                               embedding=embedding)
+        return EagleDrafter(target, head)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--draft {name}: {e}") from None
 
 
 def is_embedded_draft(name: str) -> bool:

@@ -14,6 +14,17 @@ from transformers import DynamicCache, PreTrainedModel
 from .protocol import ForwardOutput
 
 
+def weights_fingerprint(tensors) -> str:
+    """16 hex digits of SHA-256 over named tensors ``(name, tensor)`` as they compute: names, dtypes,
+    shapes and bytes."""
+    h = hashlib.sha256()
+    for name, t in tensors:
+        t = t.detach().contiguous().cpu()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:16]
+
+
 class TransformersLM:
     """A causal LM wrapped for the speculative loop (see :class:`.protocol.LanguageModel`)."""
 
@@ -60,15 +71,10 @@ class TransformersLM:
         """16 hex digits of SHA-256 over the weights as they compute (names, dtypes, shapes, bytes) and
         the session head's tensors: two models with the same fingerprint decode alike. Result files
         and judge certificates record it (:func:`..evaluation.certificate.pair_fingerprint`)."""
-        h = hashlib.sha256()
         tensors = list(self.model.named_parameters())
         if self._head is not None:
             tensors += [(f"head.{k}", v) for k, v in self._head.state_dict().items()]
-        for name, t in tensors:
-            t = t.detach().contiguous().cpu()
-            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
-            h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-        return h.hexdigest()[:16]
+        return weights_fingerprint(tensors)
 
 
 class TransformersSession:

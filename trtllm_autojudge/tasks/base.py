@@ -38,6 +38,10 @@ class Task:
         File name under ``trtllm_autojudge/assets`` of the judge the engine path's stock route takes
         (``build-engines --route stock`` without ``--judge``): a target-only setup, which the stock
         route runs (docs/deploy.md). None: none is shipped.
+    shipped_eagle_head, shipped_eagle_judge : str | None
+        File names under ``trtllm_autojudge/assets`` of the tuned target's EAGLE head (``--draft
+        eagle``; saved without the target's embedding) and of the judge calibrated on its drafts (the
+        default judge with ``--draft eagle``). None: none is shipped.
     """
 
     name: str = ""
@@ -47,6 +51,8 @@ class Task:
     shipped_draft: str | None = None
     shipped_draft_vocab: str | None = None
     shipped_stock_judge: str | None = None
+    shipped_eagle_head: str | None = None
+    shipped_eagle_judge: str | None = None
 
     def __init__(self) -> None:
         self.checker: TaskChecker = self.make_checker()
@@ -87,16 +93,19 @@ class Task:
         return ASSETS / self.shipped_stock_judge if self.shipped_stock_judge else None
 
     def shipped_model_path(self, role: str) -> Path:
-        """The shipped file of the embedded ``role`` ("adapter", "draft" or "draft_vocab"); SystemExit
-        saying how to make it, or what to pass instead, when this task ships none or it is missing."""
-        name = {"adapter": self.shipped_adapter, "draft": self.shipped_draft, "draft_vocab": self.shipped_draft_vocab}[role]
-        flag, script = {"adapter": ("--target", "train_target_adapter.py"), "draft": ("--draft", "train_draft.py"),
-                        "draft_vocab": ("--draft-vocab", "make_draft_vocab.py")}[role]
+        """The shipped file of the embedded ``role`` ("adapter", "draft", "draft_vocab" or "eagle_head");
+        SystemExit saying how to make it, or what to pass instead, when this task ships none or it is missing."""
+        name = {"adapter": self.shipped_adapter, "draft": self.shipped_draft, "draft_vocab": self.shipped_draft_vocab,
+                "eagle_head": self.shipped_eagle_head}[role]
+        instead, script = {"adapter": ("--target PATH", "train_target_adapter.py"),
+                           "draft": ("--draft PATH", "train_draft.py"),
+                           "draft_vocab": ("--draft-vocab PATH", "make_draft_vocab.py"),
+                           "eagle_head": ("--draft eagle:HEAD", "train_eagle.py")}[role]
         path = ASSETS / name if name else None
         if path is None or not path.is_file():
             missing = f"{name} is not shipped" if name else "no embedded model is made for it"
             raise SystemExit(f"task {self.name}: the embedded {role} ({missing}): make it with "
-                             f"`python build_scripts/{script} --task {self.name}`, or pass {flag} PATH")
+                             f"`python build_scripts/{script} --task {self.name}`, or pass {instead}")
         return path
 
     def trained_questions(self) -> set[str]:
@@ -105,7 +114,7 @@ class Task:
         ``seed``) in their metadata; held-out sets drop them by question text
         (:func:`~trtllm_autojudge.data.sources.load_problems`)."""
         seen: set[str] = set()
-        for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge):
+        for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge, self.shipped_eagle_head):
             for settings in _training_settings(ASSETS / name) if name else []:
                 seen |= self.train_variant_questions(settings["per_template"], settings["seed"])
         return seen
@@ -127,7 +136,8 @@ def _training_settings(path: Path) -> list[dict]:
 
     with safe_open(str(path), framework="np") as f:
         meta = f.metadata() or {}
-    settings = json.loads(meta["settings"]) if "settings" in meta else json.loads(meta.get("autojudge", "{}")).get("settings", {})
+    recorded = json.loads(meta.get("autojudge") or meta.get("autojudge_eagle_head") or "{}")  # a judge's, a head's
+    settings = json.loads(meta["settings"]) if "settings" in meta else recorded.get("settings", {})
     chain = []
     while isinstance(settings, dict):
         if {"per_template", "seed"} <= settings.keys():

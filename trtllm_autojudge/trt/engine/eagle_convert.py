@@ -54,7 +54,9 @@ def check_head_fits_target(head: str | Path, model_dir: str | Path) -> Path:
         raise ValueError(f"the EAGLE head {weights} does not fit the target {model_dir}: " + "; ".join(problems))
     if not (weights.parent / "config.json").is_file():
         raise FileNotFoundError(f"{weights.parent} has no config.json: TensorRT-LLM's converter reads the head as a "
-                                f"Hugging Face directory; save it with EagleHead.save")
+                                f"Hugging Face directory; save it with EagleHead.save (the package's shipped head, "
+                                f"which stores no embedding: python build_scripts/train_eagle.py --task TASK "
+                                f"--write-head DIR)")
     return weights.parent
 
 

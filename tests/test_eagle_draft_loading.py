@@ -1,0 +1,146 @@
+"""`--draft eagle:HEAD`: an EAGLE head as the CLI's drafter (eval, calibrate, bench), its file without
+the target's embedding, and the judges it takes."""
+import argparse
+
+import numpy as np
+import pytest
+import torch
+
+from tiny_models import tiny_pair
+from trtllm_autojudge.decoding.dynamic_tree import DynamicTree
+from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
+from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
+from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.evaluation import common
+from trtllm_autojudge.evaluation.certificate import pair_fingerprint
+from trtllm_autojudge.evaluation.methods import OperatingPoint
+from trtllm_autojudge.evaluation.runner import Question, run_points
+from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.models.eagle_head import load_eagle_head, random_eagle_head
+from trtllm_autojudge.models.loading import add_model_args, load_pair
+from trtllm_autojudge.tasks import load_task
+
+
+class _Tokenizer:
+    eos_token_id = 2
+
+    def get_vocab(self):
+        return {f"t{i}": i for i in range(8)}
+
+
+@pytest.fixture()
+def saved(tmp_path, monkeypatch):
+    """A tiny HF target folder, a random head for it as a directory and as a file without embedding."""
+    import transformers
+
+    target, _ = tiny_pair(seed=0)
+    target.model.save_pretrained(tmp_path / "target")
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", staticmethod(lambda *a, **k: _Tokenizer()))
+    head = random_eagle_head(target.model, num_layers=1, seed=4)
+    head.save(tmp_path / "head")
+    head.save_without_embedding(tmp_path / "head.safetensors", dtype=torch.float32)
+    return tmp_path, target
+
+
+def _args(folder, draft, *extra):
+    p = argparse.ArgumentParser()
+    add_model_args(p)
+    return p.parse_args(["--target", str(folder / "target"), "--draft", draft, "--dtype", "float32", *extra])
+
+
+def test_an_eagle_head_drafts_for_the_cli_and_lossless_stays_greedy(saved):
+    folder, _ = saved
+    target, draft, _ = load_pair(_args(folder, f"eagle:{folder / 'head'}"))
+    assert isinstance(draft, EagleDrafter) and draft.hidden_size is None
+    prompt = [3, 5, 7, 9]
+    for tree in (DraftTree.chain(4), DraftTree.static([2, 2, 1])):
+        res = speculative_generate(target, draft, prompt, tree=tree, max_new_tokens=24)
+        assert res.tokens == greedy_generate(target, prompt, 24)
+
+
+def test_a_head_file_without_embedding_loads_as_its_directory(saved):
+    folder, target = saved
+    _, full, _ = load_pair(_args(folder, f"eagle:{folder / 'head'}"))
+    _, compact, _ = load_pair(_args(folder, f"eagle:{folder / 'head.safetensors'}"))
+    assert compact.fingerprint() == full.fingerprint()
+    with pytest.raises(ValueError, match="stores no embed_tokens.weight .*load it with the target's embedding"):
+        load_eagle_head(folder / "head.safetensors", hidden_size=target.hidden_size, vocab_size=target.vocab_size)
+
+
+def test_the_pair_fingerprint_names_the_head(saved, tmp_path):
+    folder, target = saved
+    random_eagle_head(target.model, num_layers=1, seed=5).save(tmp_path / "other")
+    loaded, a, _ = load_pair(_args(folder, f"eagle:{folder / 'head'}"))
+    _, b, _ = load_pair(_args(folder, f"eagle:{tmp_path / 'other'}"))
+    assert pair_fingerprint(loaded, a) != pair_fingerprint(loaded, b)
+
+
+def test_a_head_that_is_not_there_or_not_a_head_is_refused_by_the_flag(saved, tmp_path):
+    folder, _ = saved
+    with pytest.raises(SystemExit, match="--draft eagle:.*no EAGLE head at"):
+        load_pair(_args(folder, f"eagle:{tmp_path / 'missing'}"))
+    with pytest.raises(SystemExit, match="--draft eagle: task gsm8k-cot ships no EAGLE head: give --draft eagle:HEAD"):
+        load_pair(_args(folder, "eagle"), load_task("gsm8k-cot"))
+
+
+def _judge(setup, target, path, draft_model="some draft"):
+    F = feature_dim(setup, target.hidden_size, target.hidden_size)
+    JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), -1.0, setup, target.hidden_size, target.hidden_size, 0.5,
+              meta={"draft_model": draft_model, "target_model": target.name}).save(path)
+    return path
+
+
+def test_an_eagle_drafter_takes_target_only_judges_of_any_draft_and_refuses_the_others(saved, tmp_path):
+    folder, _ = saved
+    target, draft, _ = load_pair(_args(folder, f"eagle:{folder / 'head'}"))
+    judge = common.load_judge_file(_judge("DT-LS", target, tmp_path / "dt.safetensors"), target, draft)
+    assert judge.setup == "DT-LS"
+    with pytest.raises(SystemExit, match=r"setup DD-DT\) reads the draft's hidden states, and the EAGLE head .* has "
+                                         r"none: give a target-only judge"):
+        common.load_judge_file(_judge("DD-DT", target, tmp_path / "dd.safetensors"), target, draft)
+
+
+def test_the_default_judge_with_the_shipped_head_is_the_one_calibrated_on_its_drafts(monkeypatch):
+    task = load_task("gsm8k-program")
+    args = argparse.Namespace(judge=None, target="tuned", draft="eagle")
+    monkeypatch.setattr(type(task), "shipped_eagle_judge", None)
+    assert common.judge_path(args, required=False, task=task) is None
+    with pytest.raises(SystemExit, match="ships no judge for its EAGLE head's drafts: pass --judge PATH"):
+        common.judge_path(args, required=True, task=task)
+
+
+@pytest.mark.parametrize("text, expected", [("dynamic:3,2,4", DynamicTree(3, 2, 4)), ("2,1", DraftTree.static([2, 1])),
+                                            (None, DraftTree.chain(5))])
+def test_tree_flag_reads_static_and_dynamic_trees(text, expected):
+    tree = common.draft_tree(argparse.Namespace(tree=text, k=5))
+    assert tree == expected
+    assert common.tree_parents(tree) == (None if isinstance(tree, DynamicTree) else list(tree.parents))
+
+
+@pytest.mark.parametrize("text, message", [("dynamic:3,2", "a dynamic tree is dynamic:DEPTH,TOP_K,NODES"),
+                                           ("dynamic:3,4,2", "num_nodes >= top_k"), ("2,x", "invalid literal")])
+def test_tree_flag_refuses_malformed_trees(text, message):
+    with pytest.raises(SystemExit, match=message):
+        common.draft_tree(argparse.Namespace(tree=text, k=5))
+
+
+def test_eval_runs_an_eagle_head_over_dynamic_trees(saved, tmp_path):
+    folder, _ = saved
+    target, draft, _ = load_pair(_args(folder, f"eagle:{folder / 'head'}"))
+    F = feature_dim("DT", target.hidden_size, target.hidden_size)
+    judge = JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), -5.0, "DT", target.hidden_size, target.hidden_size, 0.5)
+    questions = [Question(f"q{i}", [3 + i, 5, 7], gold=None) for i in range(2)]
+    runs = run_points(target, draft, lambda ids: " ".join(map(str, ids)), questions, [OperatingPoint.parse("judge@0.5")],
+                      DynamicTree(3, 2, 4), _Checker(), tmp_path / "eval", judge, max_new_tokens=12, progress=False)
+    by = {(r["spec"], r["qid"]): r for r in runs}
+    for q in questions:
+        assert by["lossless", q.qid]["tokens"] == greedy_generate(target, q.prompt_ids, 12)
+        assert by["judge@0.5", q.qid]["judged_accepts"] > 0  # the judge (p = 0.007) accepts every mismatch
+
+
+class _Checker:
+    def answer(self, text, example=None):
+        return text
+
+    def same(self, a, b):
+        return a == b
