@@ -40,7 +40,7 @@ from trtllm_autojudge.cache_dir import cache_root  # noqa: E402
 from trtllm_autojudge.data.batches import make_batches  # noqa: E402
 from trtllm_autojudge.decoding.speculative import greedy_generate  # noqa: E402
 from trtllm_autojudge.models.dtype import CHOICES, dtype_name, resolve_dtype  # noqa: E402
-from trtllm_autojudge.models.eagle_head import load_eagle_head, random_eagle_head  # noqa: E402
+from trtllm_autojudge.models.eagle_head import load_eagle_head, random_eagle_head, read_head_meta  # noqa: E402
 from trtllm_autojudge.models.eagle_plot import plot_alpha  # noqa: E402
 from trtllm_autojudge.models.eagle_training import EagleTraining, train_head  # noqa: E402
 from trtllm_autojudge.models.embedded import load_target  # noqa: E402
@@ -79,6 +79,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--noise", type=nonnegative, default=0.1, help="uniform noise amplitude on the input states")
     p.add_argument("--cls-weight", type=nonnegative, default=0.1, help="weight of the token cross-entropy")
+    p.add_argument("--init", type=Path, metavar="HEAD",
+                   help="start from this head (a directory this script wrote) instead of random layers, e.g. to "
+                        "train deeper depths (--unroll) after a depth-1 run")
     p.add_argument("--unroll", type=int, default=1,
                    help="drafting depths the loss reads: 1 is EAGLE's recipe; D > 1 also trains depths 2..D on the "
                         "head's own features, as it drafts them (models/eagle_training.py: unrolled_features)")
@@ -138,14 +141,24 @@ def main(argv=None) -> None:
     train = task.problems("train", False, args.per_template, args.seed)
     batches = make_batches(tokenizer, train, args.batch, args.seed, encode=task.training_ids)
     steps = args.steps or args.epochs * len(batches)
+    init = None if args.init is None else read_head_meta(args.init)[0]
+    settings_before = None  # the training questions of the --init head
     recipe = {"task": task.name, "teacher": teacher, "dtype": dtype_name(dtype),
-              **{k: getattr(args, k) for k in RECIPE_KEYS}, "steps": steps}
+              **{k: getattr(args, k) for k in RECIPE_KEYS}, "steps": steps,
+              "init": None if init is None else hashlib.sha1(init.read_bytes()).hexdigest()[:10]}
     tag = hashlib.sha1(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
     heldout = heldout_answers(target, tokenizer, task, {p.question for p in train} | task.trained_questions(), args,
                               work / f"heldout-{teacher}-{args.heldout}-{args.max_new_tokens}.json")
     fingerprint = tokenizer_fingerprint(tokenizer)
     head = random_eagle_head(target.model, args.layers, seed=args.seed,
                              meta={"target_model": target.name, "tokenizer": fingerprint, "task": task.name}).float()
+    if init is not None:
+        start = load_eagle_head(init, hidden_size=target.hidden_size, vocab_size=target.vocab_size, tokenizer=fingerprint,
+                                dtype=torch.float32, embedding=target.model.get_input_embeddings().weight)
+        if start.config != head.config:
+            raise SystemExit(f"--init {args.init}: a {start.config.num_layers}-layer head; --layers is {args.layers}")
+        head.load_state_dict(start.state_dict())
+        settings_before = start.meta.get("settings")
     log.info("head: %d layers, %d trainable parameters; %d batches, %d steps, %s", args.layers,
              sum(p.numel() for n, p in head.named_parameters() if n != "embed_tokens.weight"), len(batches), steps,
              dtype_name(dtype))
@@ -160,7 +173,8 @@ def main(argv=None) -> None:
         log.info("stopped at step %d of %d: rerun with the same options to go on", state["step"], steps)
         return
     head.meta.update(training=json.dumps(recipe, sort_keys=True), heldout_alpha=json.dumps(state["alphas"][-1]),
-                     settings={"per_template": args.per_template, "seed": args.seed})  # Task.trained_questions reads it
+                     settings={"per_template": args.per_template, "seed": args.seed,  # Task.trained_questions reads
+                               "init": settings_before})  # them, the --init head's too
     out = head.save(args.out or work / f"head-{task.name}")
     log.info("wrote %s; held-out alpha per depth %s", out, state["alphas"][-1]["alpha"])
     if args.ship:

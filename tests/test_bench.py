@@ -3,10 +3,14 @@ import numpy as np
 import pytest
 import torch
 
+from eagle_heads import first_layer_head
 from tiny_models import tiny_pair
+from trtllm_autojudge.decoding.dynamic_tree import DynamicTree
+from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
+from trtllm_autojudge.decoding.speculative import greedy_generate
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.tree import DraftTree
-from trtllm_autojudge.evaluation.bench import run_bench
+from trtllm_autojudge.evaluation.bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from trtllm_autojudge.evaluation.runner import Question
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.kernels.roofline import Roofline, copy_bandwidth, step_seconds, weight_bytes
@@ -41,8 +45,7 @@ def test_bench_reports_every_mode_and_the_roofline():
     questions = [Question(f"q{i}", [3 + i, 9, 17], None) for i in range(2)]
     F2 = feature_dim("DD-DT", draft.hidden_size, target.hidden_size)
     other = JudgeHead(np.zeros(F2), np.zeros(F2), np.ones(F2), 0.0, "DD-DT", draft.hidden_size, target.hidden_size, 0.3)
-    out = run_bench(target, draft, questions, DraftTree.chain(3), [JudgeRule(judge), JudgeRule(other)], repeats=2,
-                    max_new_tokens=8)
+    out = run_bench(target, questions, modes(target, draft, [JudgeRule(judge), JudgeRule(other)]), repeats=2)
     for key in ("target_only_tokens_per_s", "lossless_tokens_per_s", "autojudge_tokens_per_s", "bound_ms_per_step",
                 "step_ms"):
         assert out[key] > 0, key
@@ -68,7 +71,33 @@ def test_bench_reports_every_mode_and_the_roofline():
     assert "autojudge-2: DD-DT judge, threshold 0.3" in out["table"]
 
 
+def modes(target, draft, rules, new=8):
+    return [target_only_mode(target, new), *speculative_modes(target, draft, DraftTree.chain(3), rules, new)]
+
+
 def test_bench_needs_a_judge():
     target, draft = tiny_pair(seed=0)
     with pytest.raises(ValueError, match="at least one judge"):
-        run_bench(target, draft, [Question("q", [3, 9], None)], DraftTree.chain(2), [], repeats=1, max_new_tokens=4)
+        run_bench(target, [Question("q", [3, 9], None)], modes(target, draft, []), repeats=1)
+
+
+def test_an_eagle_heads_modes_and_assisted_generation_run_beside_the_others():
+    """A second drafter's modes are compared with their own lossless; assisted generation emits the
+    target's greedy tokens (same count) and has no observable target forwards."""
+    target, draft = tiny_pair(seed=0)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    judge = JudgeRule(JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), -1.0, "DT", draft.hidden_size,
+                                target.hidden_size, 0.5))
+    eagle = EagleDrafter(target, first_layer_head(target))
+    questions = [Question(f"q{i}", [3 + i, 9, 17], None) for i in range(2)]
+    all_modes = [*modes(target, draft, [judge]), *speculative_modes(target, eagle, DynamicTree(2, 2, 3), [judge], 8,
+                                                                     prefix="eagle-"), assisted_mode(target, draft, 8)]
+    out = run_bench(target, questions, all_modes, repeats=1)
+    assert out["modes"] == ["target-only", "lossless", "autojudge", "eagle-lossless", "eagle-autojudge", "assisted"]
+    assert {"eagle-lossless / lossless", "eagle-autojudge / eagle-lossless", "assisted / target-only",
+            "assisted / lossless"} <= set(out["ratios"])
+    assert "eagle-autojudge / lossless" not in out["ratios"]
+    assert out["medians"]["assisted"]["tokens_per_forward"] is None and "eagle-autojudge: DT judge" in out["table"]
+    for q in questions:
+        greedy = greedy_generate(target, q.prompt_ids, 8)
+        assert all_modes[-1].generate(q)[0] == len(greedy) == all_modes[1].generate(q)[0]

@@ -76,6 +76,9 @@ def test_lookahead_judges_export_for_the_plugin_but_not_with_a_veto():
     vetoed = dataclasses.replace(head, meta={"veto": {"classes": ["digits"], "token_ids": [3, 4]}})
     with pytest.raises(ValueError, match="no token veto"):
         plugin_fields(vetoed)
+    limited = dataclasses.replace(head, meta={"max_judged": 4})
+    with pytest.raises(ValueError, match="no per-response limit on judged acceptances .*calibrate without --max-judged"):
+        plugin_fields(limited)
 
 
 def test_vllm_judge_config_keys_and_score(trained):

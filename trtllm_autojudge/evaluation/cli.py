@@ -18,9 +18,9 @@ from ..mining.miner import MiningConfig
 from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..models.dtype import dtype_name
-from ..models.loading import add_model_args, load_pair
+from ..models.loading import add_model_args, is_eagle_draft, load_eagle_drafter, load_pair
 from ..tasks import add_task_args, task_from_args
-from .bench import run_bench
+from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate
 from .common import (add_decoding_args, apply_veto, certificate_lines, draft_tree, judge_certificate, judge_path,
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
@@ -155,6 +155,15 @@ def main_bench(argv: list[str]) -> int:
                    help="another judge file, run as one more mode (autojudge-2, ...) at its own default threshold; "
                         "repeatable")
     p.add_argument("--out", default=None, help="also write the result as JSON here (e.g. docs/results/bench_cpu.json)")
+    p.add_argument("--eagle", default=None, metavar="eagle|eagle:HEAD",
+                   help="also an EAGLE head's modes (eagle-lossless, eagle-autojudge): the task's shipped head or HEAD")
+    p.add_argument("--eagle-tree", default=None,
+                   help="the EAGLE modes' tree, as --tree (default: the --tree / --k of the other modes)")
+    p.add_argument("--eagle-judge", default=None,
+                   help="the eagle-autojudge mode's judge, target-only (default: the task's judge for its EAGLE head)")
+    p.add_argument("--eagle-threshold", type=float, default=None, help="its threshold (default: the judge file's)")
+    p.add_argument("--assisted", action="store_true",
+                   help="also transformers' assisted generation with the draft model (mode 'assisted')")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
@@ -162,17 +171,32 @@ def main_bench(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.limit is None:
         args.limit = 5
+    if args.eagle is not None and not is_eagle_draft(args.eagle):
+        p.error(f"--eagle takes 'eagle' (the task's shipped head) or 'eagle:HEAD', got {args.eagle!r}")
+    if args.assisted and is_eagle_draft(args.draft):
+        p.error("--assisted runs transformers' assisted generation with a draft model; --draft is an EAGLE head")
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
     target, draft, tokenizer = load_pair(args, task)
     files = [judge_path(args, required=True, task=task), *args.compare_judge]
-    judges = [load_judge_file(path, target, draft) for path in files]
+    judges = [apply_veto(load_judge_file(path, target, draft), args.veto, tokenizer) for path in files]
     questions = questions_from(problems, tokenizer, task)
     tree = draft_tree(args)
-    judges = [apply_veto(judge, args.veto, tokenizer) for judge in judges]
     rules = [JudgeRule.at_default(judges[0], args.threshold)] + [JudgeRule.at_default(judge) for judge in judges[1:]]
+    modes = [target_only_mode(target, args.max_new_tokens),
+             *speculative_modes(target, draft, tree, rules, args.max_new_tokens, args.accept_impl)]
+    if args.eagle is not None:
+        eagle = load_eagle_drafter(args.eagle, target, tokenizer, task)
+        eagle_args = argparse.Namespace(**{**vars(args), "draft": args.eagle, "judge": args.eagle_judge,
+                                           "tree": args.eagle_tree or args.tree})
+        files.append(judge_path(eagle_args, required=True, task=task))
+        judges.append(apply_veto(load_judge_file(files[-1], target, eagle), args.veto, tokenizer))
+        modes += speculative_modes(target, eagle, draft_tree(eagle_args), [JudgeRule.at_default(judges[-1],
+                                   args.eagle_threshold)], args.max_new_tokens, args.accept_impl, prefix="eagle-")
+    if args.assisted:
+        modes.append(assisted_mode(target, draft, args.max_new_tokens))
     try:
-        result = run_bench(target, draft, questions, tree, rules, args.repeats, args.max_new_tokens, args.accept_impl)
+        result = run_bench(target, questions, modes, args.repeats)
     except ValueError as e:
         raise SystemExit(f"bench: {e}") from None
     for info, file, judge in zip(result["judges"].values(), files, judges):
@@ -180,7 +204,9 @@ def main_bench(argv: list[str]) -> int:
     subset = getattr(draft.head, "subset", None)
     result.update(task=task.name, dtype=dtype_name(target.dtype), accept_impl=args.accept_impl, command=shlex.join(["trtllm-autojudge", "bench", *argv]),
                   target=target.name, draft=draft.name, draft_vocab=None if subset is None else subset.size,
-                  tree_parents=tree_parents(tree), threads=torch.get_num_threads())
+                  tree_parents=tree_parents(tree), threads=torch.get_num_threads(),
+                  eagle=None if args.eagle is None else {"head": args.eagle, "name": eagle.name,
+                                                         "tree": eagle_args.tree, "k": args.k})
     print(result["table"])
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

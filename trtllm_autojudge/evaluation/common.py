@@ -70,8 +70,9 @@ def judge_path(args: argparse.Namespace, required: bool, task: Task) -> Path | N
         if shipped is not None and shipped.is_file():
             return shipped
         if required:
-            raise SystemExit(f"task {task.name} ships no judge for its EAGLE head's drafts: pass --judge PATH (a "
-                             f"target-only judge; `trtllm-autojudge calibrate --draft eagle` certifies one for them)")
+            raise SystemExit(f"task {task.name} ships no judge for its EAGLE head's drafts: pass --judge PATH (bench: "
+                             f"--eagle-judge PATH), a target-only judge; `trtllm-autojudge calibrate --draft eagle` "
+                             f"certifies one for them")
         return None
     shipped = task.shipped_judge_path()
     if args.target in EMBEDDED_TARGETS and args.draft == "embedded":

@@ -3,7 +3,8 @@
 Formats (file names inside ``out_dir``):
 - ``plugin``: ``judge_plugin_fields.npz``, the fields of the ``AutoJudgeAccept`` TensorRT plugin
   (DESIGN.md section 5) from :func:`plugin_fields`. Any setup of the blocks that exist while
-  decoding (DT, DD, DT1, DT2, DD1, LS: ``spec/judge_blocks.py``), without a token veto.
+  decoding (DT, DD, DT1, DT2, DD1, LS: ``spec/judge_blocks.py``), without a token veto or a
+  per-response limit (``max_judged``: the engines do not count judged acceptances per response).
 - ``onnx``: ``judge_head.onnx`` (:mod:`.onnx_graph`), checked against NumPy with onnxruntime
   before it is written. Any setup.
 - ``vllm``: ``judge_vllm_config.json``, the keyword arguments of the research code's vLLM
@@ -35,6 +36,10 @@ def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
     if fmt in ("plugin", "vllm") and head.meta.get("veto"):
         return (f"the {fmt} format has no token veto (classes {head.meta['veto']['classes']}), which this judge's "
                 f"certified default relies on; only the Python rule applies it")
+    if fmt in ("plugin", "vllm") and head.meta.get("max_judged") is not None:
+        return (f"the {fmt} format has no per-response limit on judged acceptances (max_judged "
+                f"{head.meta['max_judged']}), which this judge's certified default relies on; only the Python rule "
+                f"counts them (calibrate without --max-judged for a judge the engines can run)")
     if fmt == "vllm" and head.setup != "DT":
         return (f"the research code's vLLM JudgeConfig takes setup DT only (the target's hidden state), this judge "
                 f"has setup {head.setup}: train with --setup DT")

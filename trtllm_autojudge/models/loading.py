@@ -91,9 +91,8 @@ def load_pair(args: argparse.Namespace, task=None):
         target, tokenizer = _hf(args.target, args.device)
     if is_eagle_draft(args.draft):
         target.model.to(dtype)
-        embedding = target.model.get_input_embeddings().weight.detach().clone()  # [V, H]: the head shares it
         _adapt_cpu_modules(getattr(args, "cpu_linear", "auto"), (target.model,))
-        return target, _eagle_drafter(args.draft, target, tokenizer, task, dtype, embedding), tokenizer
+        return target, load_eagle_drafter(args.draft, target, tokenizer, task), tokenizer
     if is_embedded_draft(args.draft):
         if args.target != "tuned":
             raise SystemExit(f"--draft {args.draft} is made for the embedded tuned target: give --target tuned, "
@@ -136,9 +135,9 @@ def is_eagle_draft(name: str) -> bool:
     return name == "eagle" or name.startswith("eagle:")
 
 
-def _eagle_drafter(name: str, target: TransformersLM, tokenizer, task, dtype, embedding):
-    """The EAGLE drafter of ``--draft eagle`` / ``eagle:HEAD`` for ``target`` (already in ``dtype``);
-    ``embedding`` [V, H] is the target's, for a head file that stores none (the shipped one)."""
+def load_eagle_drafter(name: str, target: TransformersLM, tokenizer, task):
+    """The EAGLE drafter of ``--draft eagle`` / ``eagle:HEAD`` for a loaded ``target``, in its dtype (a
+    head file that stores no embedding, as the shipped one, gets the target's)."""
     from ..decoding.eagle_drafter import EagleDrafter
     from .eagle_head import load_eagle_head
     from .vocab_subset import tokenizer_fingerprint
@@ -152,8 +151,8 @@ def _eagle_drafter(name: str, target: TransformersLM, tokenizer, task, dtype, em
         path = Path(name.removeprefix("eagle:"))
     try:
         head = load_eagle_head(path, hidden_size=target.hidden_size, vocab_size=target.vocab_size,
-                               tokenizer=tokenizer_fingerprint(tokenizer), dtype=dtype,
-                               embedding=embedding)
+                               tokenizer=tokenizer_fingerprint(tokenizer), dtype=target.dtype,
+                               embedding=target.model.get_input_embeddings().weight.detach())
         return EagleDrafter(target, head)
     except (OSError, ValueError) as e:
         raise SystemExit(f"--draft {name}: {e}") from None

@@ -114,7 +114,8 @@ class Task:
         ``seed``) in their metadata; held-out sets drop them by question text
         (:func:`~trtllm_autojudge.data.sources.load_problems`)."""
         seen: set[str] = set()
-        for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge, self.shipped_eagle_head):
+        for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge, self.shipped_stock_judge,
+                     self.shipped_eagle_head):
             for settings in _training_settings(ASSETS / name) if name else []:
                 seen |= self.train_variant_questions(settings["per_template"], settings["seed"])
         return seen
