@@ -1,11 +1,13 @@
 """`--draft eagle:HEAD`: an EAGLE head as the CLI's drafter (eval, calibrate, bench), its file without
 the target's embedding, and the judges it takes."""
 import argparse
+import json
 
 import numpy as np
 import pytest
 import torch
 
+from eagle_heads import first_layer_head
 from tiny_models import tiny_pair
 from trtllm_autojudge.decoding.dynamic_tree import DynamicTree
 from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
@@ -16,6 +18,9 @@ from trtllm_autojudge.evaluation.certificate import pair_fingerprint
 from trtllm_autojudge.evaluation.methods import OperatingPoint
 from trtllm_autojudge.evaluation.runner import Question, run_points
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.mining.eagle_predictions import NO_DRAFT, EaglePredictions
+from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
+from trtllm_autojudge.mining.run import local_regenerator
 from trtllm_autojudge.models.eagle_head import load_eagle_head, random_eagle_head
 from trtllm_autojudge.models.loading import add_model_args, load_pair
 from trtllm_autojudge.tasks import load_task
@@ -144,3 +149,47 @@ class _Checker:
 
     def same(self, a, b):
         return a == b
+
+    def is_final(self, text):
+        return False
+
+
+def test_an_eagle_heads_teacher_forced_drafts_are_its_cycles_first_drafts():
+    """EaglePredictions entry j: the depth-1 draft of the drafter's cycle rooted at seq[j] (the
+    speculative loop's proposal after the target read seq[: j + 1])."""
+    target, _ = tiny_pair(seed=3)
+    drafter = EagleDrafter(target, first_layer_head(target))
+    seq = [3, 5, 7, 9, 11, 13, 15, 17]
+    preds = EaglePredictions(drafter, target).predictions(seq)
+    assert len(preds) == len(seq) and preds[0] == NO_DRAFT
+    hidden = target.session().forward(seq).hidden  # [L, H]: the target's states
+    for j in range(1, len(seq)):
+        session = drafter.start()
+        prefill = session.propose(seq[:1], DraftTree.chain(1))  # nothing to draft from before the prefill
+        session.commit(seq[: j + 1], prefill, [], hidden[:j])  # the states of the j tokens before the root seq[j]
+        assert preds[j] == int(session.propose(seq[: j + 1], DraftTree.chain(1)).node_tokens[0]), j
+
+
+def test_labels_mine_along_an_eagle_heads_drafts(tmp_path):
+    target, _ = tiny_pair(seed=3)
+    drafter = EagleDrafter(target, first_layer_head(target))
+    miner = LabelMiner(target, drafter, _Checker(), lambda ids: " ".join(map(str, ids)), MiningConfig(max_new_tokens=12))
+    record = miner.mine([3, 5, 7])
+    preds = EaglePredictions(drafter, target).predictions
+    assert record["labels"], "the head mismatches the target somewhere"
+    for position, _, target_token, draft_token in record["labels"]:
+        assert draft_token != target_token
+    first = record["labels"][0]  # mined on the target's own response
+    assert preds(record["prompt_ids"] + record["response_ids"])[first[0] - 1] == first[3]
+    with pytest.raises(ValueError, match="lookup-draft regenerator arbitrates with a draft model; the EAGLE head"):
+        local_regenerator("lookup-draft", target, drafter)
+
+
+def test_features_of_an_eagle_heads_labels_say_what_to_give_instead(tmp_path):
+    from trtllm_autojudge.mining.features_cli import main as features
+
+    (tmp_path / "labels.jsonl").write_text(json.dumps({"id": "a", "prompt_ids": [3], "response_ids": [4],
+                                                       "final_ids": [3, 4], "labels": []}) + "\n")
+    with pytest.raises(SystemExit, match="give --draft embedded .* with --setup DT"):
+        features(["--labels", str(tmp_path / "labels.jsonl"), "--out", str(tmp_path / "f.safetensors"),
+                  "--draft", "eagle:head"])

@@ -19,6 +19,7 @@ from ..generation.regeneration import Regeneration, RegenerationBackend, Server
 from ..models.protocol import LanguageModel
 from ..tasks.protocol import TaskChecker
 from .cached_lm import CachedLM
+from .eagle_predictions import EaglePredictions, draft_predictions
 from .miner import (Await, Drop, MiningConfig, Predict, Regenerate, TargetProbs, TargetScorer, mining_steps,
                     weights_dtype)
 
@@ -28,7 +29,7 @@ class Slot:
     """One prompt in flight."""
 
     steps: Generator
-    draft: CachedLM
+    draft: CachedLM | EaglePredictions
     scorer: TargetScorer | None
     t0: float
     tickets: list[int] = field(default_factory=list)  # request number -> server ticket
@@ -98,7 +99,7 @@ class FastLabelMiner:
                 pid, prompt, example = item
                 slot = Slot(mining_steps([int(t) for t in prompt], example, self.checker, self.decode, self.config, pid,
                                          self.stop_ids),
-                            CachedLM(self.draft, self.config.reuse_cache),
+                            draft_predictions(self.draft, self.target, self.config.reuse_cache),
                             TargetScorer(self.target, self.config.reuse_cache) if self.config.skip_unlikely else None,
                             time.perf_counter())
                 if advance(slot, None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..models.loading import add_model_args, load_pair
+from ..models.loading import add_model_args, is_eagle_draft, load_pair
 from ..tasks import add_task_args, task_from_args
 from .features import ALL_BLOCKS, extract_features
 from .store import read_records
@@ -21,6 +21,11 @@ def main(argv: list[str]) -> int:
     if not records:
         raise SystemExit(f"{args.labels} holds no readable records")
     task = task_from_args(args)
+    if is_eagle_draft(args.draft):  # before loading the models: a refusal costs nothing
+        raise SystemExit(f"features --draft {args.draft}: labels mined along an EAGLE head's drafts take their "
+                         f"target-only blocks (DT, TT) from the target alone: give --draft embedded (or the draft "
+                         f"model of your pair) with --setup DT; the lookahead blocks (DT1, DT2, LS) follow the "
+                         f"drafter's own continuation, which this command computes for a draft model only")
     target, draft, _ = load_pair(args, task)
     fs = extract_features(target, draft, records, args.setup, task=task.name)
     fs.save(args.out)

@@ -44,6 +44,7 @@ from ..models.dtype import dtype_name
 from ..models.protocol import LanguageModel
 from ..tasks.protocol import TaskChecker
 from .cached_lm import CachedLM, SessionRegenerator
+from .eagle_predictions import draft_predictions
 
 IMPORTANT, UNIMPORTANT = 1, 0
 
@@ -213,7 +214,7 @@ class LabelMiner:
             raise ValueError(f"draft vocab {draft.vocab_size} != target vocab {target.vocab_size}: they must share a tokenizer")
         self.config = config or MiningConfig()
         self.regenerator = regenerator or SessionRegenerator(target, self.config.reuse_cache)
-        self.draft = CachedLM(draft, self.config.reuse_cache)
+        self.draft = draft_predictions(draft, target, self.config.reuse_cache)
         self.scorer = TargetScorer(target, self.config.reuse_cache) if self.config.skip_unlikely > 0 else None
         self.checker, self.decode, self.dtype = checker, decode, weights_dtype(target)
         self.stop_ids = frozenset(target.eos_token_ids if stop_ids is None else stop_ids)

@@ -37,6 +37,9 @@ def local_regenerator(name: str, target, draft, batch_size: int = 1, reuse_cache
         raise ValueError(f"unknown regenerator {name!r}: choose one of {', '.join(LOCAL_REGENERATORS)}")
     if name == "transformers":
         return None
+    if name == "lookup-draft" and not hasattr(draft, "session"):
+        raise ValueError(f"the lookup-draft regenerator arbitrates with a draft model; the {draft.name} has none: "
+                         f"use --regenerator lookup or transformers")
     if batch_size == 1:
         return LookupRegenerator(target, windows.min_window, windows.max_window, windows.references,
                                  draft=draft if name == "lookup-draft" else None)
