@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -321,3 +322,45 @@ def test_draft_option_takes_a_draft_file_of_this_project(cache, monkeypatch, tmp
     args.draft, args.target = str(mine), "raw"
     with pytest.raises(SystemExit, match="made for the embedded tuned target"):
         load_pair(args, task)
+
+
+def test_shipped_eagle_head_drafts_for_the_program_target(cache, tmp_path, monkeypatch):
+    """--draft eagle loads the shipped head (stored without the target's embedding) for the tuned
+    program target: lossless decoding with it is the target's greedy decoding, it drafts the
+    target's next token on most response positions, and --write-head makes the converter's
+    directory of it, which the converter's check takes where it refuses the shipped file."""
+    import argparse
+    import runpy
+
+    from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
+    from trtllm_autojudge.mining.eagle_predictions import EaglePredictions
+    from trtllm_autojudge.models.eagle_head import load_eagle_head
+    from trtllm_autojudge.models.loading import load_pair
+    from trtllm_autojudge.tasks import load_task
+    from trtllm_autojudge.trt.engine.eagle_convert import check_head_fits_target
+
+    monkeypatch.setenv(CACHE_ENV, cache)
+    task = load_task("gsm8k-program")
+    args = argparse.Namespace(target="tuned", draft="eagle", device="cpu", threads=None, dtype="float32",
+                              draft_vocab="auto", cpu_linear="torch")
+    target, drafter, tokenizer = load_pair(args, task)
+    assert isinstance(drafter, EagleDrafter)
+    problem = task.problems("train", False, 1, 2000)[0]  # a fresh variant of a training template
+    prompt = task.prompt_ids(tokenizer, problem.question)
+    greedy = greedy_generate(target, prompt, 48)
+    assert speculative_generate(target, drafter, prompt, tree=DraftTree.static([2, 1, 1]), max_new_tokens=48).tokens == greedy
+    seq = prompt + greedy
+    drafts = EaglePredictions(drafter, target).predictions(seq)
+    right = sum(drafts[j] == seq[j + 1] for j in range(len(prompt) - 1, len(seq) - 1))
+    assert right >= 0.6 * len(greedy), (right, len(greedy))
+    main = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "train_eagle.py"))["main"]
+    main(["--task", "gsm8k-program", "--write-head", str(tmp_path / "head")])
+    full = load_eagle_head(tmp_path / "head", hidden_size=target.hidden_size, vocab_size=target.vocab_size)
+    for (name, a), b in zip(full.state_dict().items(), drafter.head.state_dict().values()):
+        torch.testing.assert_close(a, b.float(), rtol=0, atol=0, msg=name)
+    hf_target = tmp_path / "target"
+    hf_target.mkdir()
+    (hf_target / "config.json").write_text(f'{{"hidden_size": {target.hidden_size}, "vocab_size": {target.vocab_size}}}')
+    assert check_head_fits_target(tmp_path / "head", hf_target) == tmp_path / "head"
+    with pytest.raises(FileNotFoundError, match="--write-head DIR"):
+        check_head_fits_target(task.shipped_model_path("eagle_head"), hf_target)
