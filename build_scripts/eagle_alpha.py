@@ -32,7 +32,8 @@ from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.models.dtype import dtype_name  # noqa: E402
 from trtllm_autojudge.models.eagle_training import alpha_counts, chain_lengths  # noqa: E402
-from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
+from trtllm_autojudge.decoding.loading import load_pair  # noqa: E402
+from trtllm_autojudge.models.loading import add_model_args  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 

@@ -22,7 +22,8 @@ from trtllm_autojudge.mining.eagle_predictions import NO_DRAFT, EaglePredictions
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.run import local_regenerator
 from trtllm_autojudge.models.eagle_head import load_eagle_head, random_eagle_head
-from trtllm_autojudge.models.loading import add_model_args, load_pair
+from trtllm_autojudge.decoding.loading import load_pair
+from trtllm_autojudge.models.loading import add_model_args
 from trtllm_autojudge.tasks import load_task
 
 

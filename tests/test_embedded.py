@@ -334,8 +334,8 @@ def test_shipped_eagle_head_drafts_for_the_program_target(cache, tmp_path, monke
 
     from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
     from trtllm_autojudge.mining.eagle_predictions import EaglePredictions
+    from trtllm_autojudge.decoding.loading import load_pair
     from trtllm_autojudge.models.eagle_head import load_eagle_head
-    from trtllm_autojudge.models.loading import load_pair
     from trtllm_autojudge.tasks import load_task
     from trtllm_autojudge.trt.engine.eagle_convert import check_head_fits_target
 

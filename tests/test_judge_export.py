@@ -77,7 +77,7 @@ def test_lookahead_judges_export_for_the_plugin_but_not_with_a_veto():
     with pytest.raises(ValueError, match="no token veto"):
         plugin_fields(vetoed)
     limited = dataclasses.replace(head, meta={"max_judged": 4})
-    with pytest.raises(ValueError, match="no per-response limit on judged acceptances .*calibrate without --max-judged"):
+    with pytest.raises(ValueError, match="limits a response to 4 judged acceptances .*calibrate without --max-judged"):
         plugin_fields(limited)
 
 

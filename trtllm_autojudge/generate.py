@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 
+from .decoding.loading import load_pair
 from .decoding.speculative import speculative_generate
 from .evaluation.common import add_decoding_args, apply_veto, draft_tree, load_judge
 from .evaluation.runner import fused_for
 from .evaluation.methods import OperatingPoint
-from .models.loading import add_model_args, load_pair
+from .models.loading import add_model_args
 from .tasks import add_task_args, task_from_args
 
 

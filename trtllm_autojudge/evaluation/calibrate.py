@@ -39,7 +39,8 @@ from typing import Callable
 from ..data.sources import add_problem_args, load_problems
 from ..judge.head import JudgeHead
 from ..models.dtype import dtype_name
-from ..models.loading import add_model_args, load_pair
+from ..decoding.loading import load_pair
+from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
 from .common import (add_decoding_args, apply_veto, draft_tree, judge_path, judge_record, judge_thresholds,

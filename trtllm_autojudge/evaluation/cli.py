@@ -18,7 +18,8 @@ from ..mining.miner import MiningConfig
 from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..models.dtype import dtype_name
-from ..models.loading import add_model_args, is_eagle_draft, load_eagle_drafter, load_pair
+from ..decoding.loading import is_eagle_draft, load_eagle_drafter, load_pair
+from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate

@@ -37,9 +37,9 @@ def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
         return (f"the {fmt} format has no token veto (classes {head.meta['veto']['classes']}), which this judge's "
                 f"certified default relies on; only the Python rule applies it")
     if fmt in ("plugin", "vllm") and head.meta.get("max_judged") is not None:
-        return (f"the {fmt} format has no per-response limit on judged acceptances (max_judged "
-                f"{head.meta['max_judged']}), which this judge's certified default relies on; only the Python rule "
-                f"counts them (calibrate without --max-judged for a judge the engines can run)")
+        return (f"its default operating point limits a response to {head.meta['max_judged']} judged acceptances "
+                f"(max_judged), which the {fmt} format, deciding each cycle on its own, does not apply (only the "
+                f"Python rule does): use a judge file without that limit (calibrate without --max-judged)")
     if fmt == "vllm" and head.setup != "DT":
         return (f"the research code's vLLM JudgeConfig takes setup DT only (the target's hidden state), this judge "
                 f"has setup {head.setup}: train with --setup DT")

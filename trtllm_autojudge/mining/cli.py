@@ -11,7 +11,8 @@ from ..decoding.modes import JudgeRule
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
 from ..models.dtype import dtype_name
-from ..models.loading import EMBEDDED_TARGETS, add_model_args, load_pair
+from ..decoding.loading import load_pair
+from ..models.loading import EMBEDDED_TARGETS, add_model_args
 from ..tasks import add_task_args, task_from_args
 from .miner import MiningConfig
 from .mpi import world

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..models.loading import add_model_args, is_eagle_draft, load_pair
+from ..decoding.loading import is_eagle_draft
+from ..models.loading import add_model_args, load_pair
 from ..tasks import add_task_args, task_from_args
 from .features import ALL_BLOCKS, extract_features
 from .store import read_records

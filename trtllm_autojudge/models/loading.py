@@ -3,10 +3,9 @@
 ``--target tuned|raw|PATH``, ``--draft embedded|FILE.safetensors|eagle|eagle:HEAD|PATH`` and ``--draft-vocab auto|embedded|none|FILE`` (a
 draft LM head over a vocabulary subset, see :mod:`.vocab_subset`; auto: the task's shipped subset for an embedded-style draft). A FILE.safetensors is a draft file of this
 project for the embedded tuned target (``build_scripts/train_draft.py --out``: layer cut + LoRA), to
-compare drafts without replacing the shipped one. ``eagle`` drafts with the task's shipped EAGLE
-head for the tuned target, ``eagle:HEAD`` with a head directory or file (:mod:`.eagle_head`,
-``build_scripts/train_eagle.py``): the draft is then a :class:`..decoding.eagle_drafter.EagleDrafter`,
-which reads the target's hidden states and has none of its own. A PATH is a local transformers
+compare drafts without replacing the shipped one. ``eagle`` / ``eagle:HEAD`` name an EAGLE head,
+which :func:`..decoding.loading.load_pair` loads (with :func:`load_target_model` for the target
+here). A PATH is a local transformers
 checkpoint folder (no hub downloads: ``local_files_only``); its tokenizer must match the target's.
 ``--dtype auto|float32|bfloat16`` (see :mod:`.dtype`): models are loaded and adapted in float32,
 then cast, so a bf16 pair is the rounding of the float32 one; bf16 linears on a CPU are then packed
@@ -68,31 +67,14 @@ def _hf(path: str, device: str):
 
 
 def load_pair(args: argparse.Namespace, task=None):
-    """(target, draft, tokenizer) from the arguments of :func:`add_model_args`.
+    """(target, draft, tokenizer) from the arguments of :func:`add_model_args`, for a draft MODEL
+    (an EAGLE head, ``--draft eagle[:HEAD]``, is loaded by :func:`..decoding.loading.load_pair`).
 
     The embedded ``tuned`` target and ``embedded`` draft are the ones shipped for ``task`` (a
     :class:`..tasks.Task`; default the worded GSM8K task's).
     """
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        dtype = resolve_dtype(getattr(args, "dtype", "auto"), args.device)
-    except ValueError as e:
-        raise SystemExit(f"--dtype: {e}") from None
-    if args.target in EMBEDDED_TARGETS:
-        from .embedded import load_target
-
-        adapter = task.shipped_model_path("adapter") if task is not None and args.target == "tuned" else None
-        target, tokenizer = load_target(args.target, adapter=adapter)  # float32: the draft is cut and adapted before the cast
-        target.model.to(args.device)
-    else:
-        target, tokenizer = _hf(args.target, args.device)
-    if is_eagle_draft(args.draft):
-        target.model.to(dtype)
-        _adapt_cpu_modules(getattr(args, "cpu_linear", "auto"), (target.model,))
-        return target, load_eagle_drafter(args.draft, target, tokenizer, task), tokenizer
+    dtype = _resolve_dtype(args)
+    target, tokenizer = _load_target_float32(args, task)  # the draft is cut and adapted before the cast
     if is_embedded_draft(args.draft):
         if args.target != "tuned":
             raise SystemExit(f"--draft {args.draft} is made for the embedded tuned target: give --target tuned, "
@@ -118,6 +100,41 @@ def load_pair(args: argparse.Namespace, task=None):
     return target, draft, tokenizer
 
 
+def load_target_model(args: argparse.Namespace, task=None):
+    """(target, tokenizer) alone, as :func:`load_pair` loads the target: for a drafter that is no
+    model (an EAGLE head reads the target's states)."""
+    dtype = _resolve_dtype(args)
+    target, tokenizer = _load_target_float32(args, task)
+    target.model.to(dtype)
+    for what, made_in in target.artifact_dtypes.items():
+        check_artifact_dtype(what, made_in, dtype_name(dtype))
+    _adapt_cpu_modules(getattr(args, "cpu_linear", "auto"), (target.model,))
+    return target, tokenizer
+
+
+def _resolve_dtype(args: argparse.Namespace):
+    """``--threads`` applied, and the compute dtype of ``--dtype`` on ``--device``."""
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        return resolve_dtype(getattr(args, "dtype", "auto"), args.device)
+    except ValueError as e:
+        raise SystemExit(f"--dtype: {e}") from None
+
+
+def _load_target_float32(args: argparse.Namespace, task) -> tuple[TransformersLM, object]:
+    if args.target in EMBEDDED_TARGETS:
+        from .embedded import load_target
+
+        adapter = task.shipped_model_path("adapter") if task is not None and args.target == "tuned" else None
+        target, tokenizer = load_target(args.target, adapter=adapter)
+        target.model.to(args.device)
+        return target, tokenizer
+    return _hf(args.target, args.device)
+
+
 def _adapt_cpu_modules(cpu_linear: str, models: tuple, *heads) -> None:
     """The CPU kernels of the module docstring on the transformers ``models`` and the draft's LM
     ``heads`` (a subset head is no part of its model); each keeps its outputs."""
@@ -128,34 +145,6 @@ def _adapt_cpu_modules(cpu_linear: str, models: tuple, *heads) -> None:
     except RowLinearUnavailable as e:
         raise SystemExit(f"--cpu-linear rows: {e} (or give --cpu-linear torch)") from None
     use_gqa_sdpa(*models)  # masked CPU forwards: no copy of the KV heads (same outputs)
-
-
-def is_eagle_draft(name: str) -> bool:
-    """``--draft`` names an EAGLE head: the task's shipped one (``eagle``) or ``eagle:HEAD``."""
-    return name == "eagle" or name.startswith("eagle:")
-
-
-def load_eagle_drafter(name: str, target: TransformersLM, tokenizer, task):
-    """The EAGLE drafter of ``--draft eagle`` / ``eagle:HEAD`` for a loaded ``target``, in its dtype (a
-    head file that stores no embedding, as the shipped one, gets the target's)."""
-    from ..decoding.eagle_drafter import EagleDrafter
-    from .eagle_head import load_eagle_head
-    from .vocab_subset import tokenizer_fingerprint
-
-    if name == "eagle":
-        if task is None or task.shipped_eagle_head is None:
-            raise SystemExit(f"--draft eagle: task {getattr(task, 'name', '?')} ships no EAGLE head: give --draft "
-                             "eagle:HEAD (build_scripts/train_eagle.py)")
-        path = task.shipped_model_path("eagle_head")
-    else:
-        path = Path(name.removeprefix("eagle:"))
-    try:
-        head = load_eagle_head(path, hidden_size=target.hidden_size, vocab_size=target.vocab_size,
-                               tokenizer=tokenizer_fingerprint(tokenizer), dtype=target.dtype,
-                               embedding=target.model.get_input_embeddings().weight.detach())
-        return EagleDrafter(target, head)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"--draft {name}: {e}") from None
 
 
 def is_embedded_draft(name: str) -> bool:

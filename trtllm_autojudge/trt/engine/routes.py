@@ -52,10 +52,6 @@ def check_route_judge(route: str, head: JudgeHead, depth: int | None = None, dyn
     Raises ValueError naming the route and the setups it runs."""
     name, no_draft_hidden, instead = ROUTE_JUDGES[route]
     reason = unsupported_reason(head, "plugin")
-    if reason is None and head.meta.get("max_judged") is not None:
-        reason = (f"its default operating point limits a response to {head.meta['max_judged']} judged acceptances "
-                  f"(max_judged), which the plugin, deciding each cycle on its own, does not apply (only the Python "
-                  f"rule does): use a judge file without that limit")
     if reason is None and head.needs_draft_hidden and no_draft_hidden:
         reason = f"its blocks DD / DD1 read the draft's hidden states, and {no_draft_hidden}"
     if reason:
