@@ -16,7 +16,7 @@ from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation import common
 from trtllm_autojudge.evaluation.certificate import pair_fingerprint
 from trtllm_autojudge.evaluation.methods import OperatingPoint
-from trtllm_autojudge.evaluation.runner import Question, run_points
+from trtllm_autojudge.evaluation.runner import Question, run_points, tree_parents
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.mining.eagle_predictions import NO_DRAFT, EaglePredictions
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
@@ -120,7 +120,7 @@ def test_the_default_judge_with_the_shipped_head_is_the_one_calibrated_on_its_dr
 def test_tree_flag_reads_static_and_dynamic_trees(text, expected):
     tree = common.draft_tree(argparse.Namespace(tree=text, k=5))
     assert tree == expected
-    assert common.tree_parents(tree) == (None if isinstance(tree, DynamicTree) else list(tree.parents))
+    assert tree_parents(tree) == (None if isinstance(tree, DynamicTree) else list(tree.parents))
 
 
 @pytest.mark.parametrize("text, message", [("dynamic:3,2", "a dynamic tree is dynamic:DEPTH,TOP_K,NODES"),

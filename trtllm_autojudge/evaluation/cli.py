@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..data.sources import add_problem_args, load_problems
+from ..decoding.loading import is_eagle_draft, load_eagle_drafter, load_pair
 from ..decoding.modes import JudgeRule
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
@@ -18,17 +19,16 @@ from ..mining.miner import MiningConfig
 from ..mining.run import LOCAL_REGENERATORS, local_regenerator, make_miner, mine_prompts
 from ..mining.store import read_records, unimportant_map
 from ..models.dtype import dtype_name
-from ..decoding.loading import is_eagle_draft, load_eagle_drafter, load_pair
 from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate
 from .common import (add_decoding_args, apply_veto, certificate_lines, draft_tree, judge_certificate, judge_path,
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
-                     refuse_calibration_questions, tree_parents)
+                     refuse_calibration_questions)
 from .methods import OperatingPoint, judge_points
 from .plot import plot_frontier
-from .runner import format_table, run_points, summarize, write_summary
+from .runner import format_table, run_points, summarize, tree_parents, write_summary
 from .trajectory import live_divergence, trajectory_row
 
 DEFAULT_BASELINES = "topk@2,topk@4,topk@8,typical@0.09,0.3,typical@0.3,0.6,mtp@4,0.1,mtp@8,0.3"

@@ -55,11 +55,6 @@ def draft_tree(args: argparse.Namespace) -> DraftTree | DynamicTree:
     return DraftTree.chain(args.k)
 
 
-def tree_parents(tree: DraftTree | DynamicTree) -> list[int] | None:
-    """What a result records of a static tree (its parents); None for a dynamic tree (chosen per cycle)."""
-    return list(tree.parents) if isinstance(tree, DraftTree) else None
-
-
 def judge_path(args: argparse.Namespace, required: bool, task: Task) -> Path | None:
     """``--judge``, else the task's shipped judge for the embedded pair (with ``--draft eagle``: the
     one calibrated on the shipped EAGLE head's drafts); None when there is none and none is ``required``."""

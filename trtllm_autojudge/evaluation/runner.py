@@ -33,8 +33,8 @@ from typing import Callable
 from tqdm import tqdm
 
 from ..decoding.modes import JudgeRule
-from ..decoding.rules import threshold_logit
 from ..decoding.dynamic_tree import DynamicTree
+from ..decoding.rules import threshold_logit
 from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
@@ -136,9 +136,15 @@ def run_points(
     return runs
 
 
+def tree_parents(tree: DraftTree | DynamicTree) -> list[int] | None:
+    """What a result records of a static tree (its parents); None for a dynamic tree (chosen per cycle)."""
+    return list(tree.parents) if isinstance(tree, DraftTree) else None
+
+
 def tree_record(tree: DraftTree | DynamicTree) -> dict:
     """A draft tree as a folder's setup records it: a static tree's parents, a dynamic tree's rule."""
-    return {"parents": list(tree.parents)} if isinstance(tree, DraftTree) else {"dynamic": asdict(tree)}
+    parents = tree_parents(tree)
+    return {"parents": parents} if parents is not None else {"dynamic": asdict(tree)}
 
 
 def check_folder_setup(out_dir: Path, setup: dict) -> None:
