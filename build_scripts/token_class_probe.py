@@ -23,18 +23,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
-from sklearn.preprocessing import StandardScaler
 from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.judge.dataset import FeatureSet  # noqa: E402
+from trtllm_autojudge.judge.probe import TAIL, fit_probe  # noqa: E402
 from trtllm_autojudge.judge.token_class import COLUMNS, question_words, token_class_features  # noqa: E402
 from trtllm_autojudge.judge.train import split_by_group, split_groups  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
-
-TAIL = (0.005, 0.01, 0.02, 0.05)  # shares of the harmful mismatches accepted
 
 
 def question_of(tokenizer, prompt_ids: list[int]) -> str:
@@ -50,27 +46,6 @@ def class_rows(tokenizer, records: list[dict]) -> np.ndarray:  # [M, C] float32,
         for pos, _important, target, draft in rec["labels"]:
             rows.append(token_class_features(tokenizer, rec["final_ids"], int(pos), int(draft), int(target), question))
     return np.stack(rows)
-
-
-def harmless_at(probs: np.ndarray, labels: np.ndarray, share: float) -> float:
-    """Share of the harmless rows accepted (prob below the cut) where at most ``share`` of the
-    harmful ones are: the cut is the harmful rows' ``floor(share * n)``-th smallest probability."""
-    harmful = np.sort(probs[labels == 1])
-    cut = harmful[min(int(share * harmful.size), harmful.size - 1)]
-    return float((probs[labels == 0] < cut).mean())
-
-
-def fit(X_train, y_train, X_val, y_val, cs) -> dict:
-    scaler = StandardScaler().fit(X_train)
-    best = None
-    for C in cs:
-        model = LogisticRegression(C=C, max_iter=1000).fit(scaler.transform(X_train), y_train)
-        probs = model.predict_proba(scaler.transform(X_val))[:, 1]
-        auc = float(roc_auc_score(y_val, probs))
-        if best is None or auc > best["val_roc_auc"]:
-            best = {"C": C, "val_roc_auc": auc, "probs": probs}
-    probs = best.pop("probs")
-    return {**best, "harmless_accepted_at": {str(s): harmless_at(probs, y_val, s) for s in TAIL}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                                                         for i, c in enumerate(COLUMNS)}, "splits": {}}
     for split in ("prompt", "template"):
         train, val = split_by_group(split_groups(fs, split), args.val_fraction, args.seed, split)
-        out["splits"][split] = {name: fit(X[train], y[train], X[val], y[val], cs) for name, X in inputs.items()}
+        out["splits"][split] = {name: fit_probe(X[train], y[train], X[val], y[val], cs) for name, X in inputs.items()}
     print("share labelled important among the labels of each token class:")
     for c, share in out["important_share"].items():
         print(f"  {c:<20} {'-' if share is None else f'{share:.1%}'}")
