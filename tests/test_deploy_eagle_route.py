@@ -20,6 +20,8 @@ from tiny_models import tiny_pair
 from trtllm_autojudge.decoding.dynamic_tree import DynamicTree
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+from trtllm_autojudge.tasks import base as tasks_base
+from trtllm_autojudge.tasks.builtin import Gsm8kProgramTask
 from trtllm_autojudge.trt import eagle_model_cls_path
 from trtllm_autojudge.trt.engine import eagle_spec
 from trtllm_autojudge.trt.engine.eagle_convert import check_head_fits_target, write_eagle_config
@@ -187,3 +189,28 @@ def test_executor_eagle_config_and_request_thresholds(tmp_path):
     with pytest.raises(ValueError, match="threshold_source engine"):
         request_thresholds(engine, [0.2])
     assert torch.equal(torch.tensor(eagle_spec.greedy_child_row(static)), torch.tensor([1, 3, 4, 5, -1, -1]))
+
+
+def test_without_judge_the_route_takes_the_judge_of_the_shipped_heads_drafts(capsys, tmp_path, monkeypatch):
+    """No --judge: the task's judge for its shipped EAGLE head's drafts, else its stock-route judge; a
+    missing file says how to make it, or to pass --judge."""
+    monkeypatch.setattr(tasks_base, "ASSETS", tmp_path)
+    argv = ["--route", "eagle", "--task", "gsm8k-program", "--target_model_dir", "hf/target", "--eagle_head",
+            "hf/head", "--plugin_lib", "libautojudge_trt_plugin.so", "--output_dir", str(tmp_path / "out"),
+            "--dry-run", "--eagle_choices", json.dumps(CHOICES)]
+    eagle = Gsm8kProgramTask().shipped_eagle_judge_path()
+    assert eagle.name == "judge_gsm8k_program_eagle.safetensors"
+    with pytest.raises(FileNotFoundError, match=f"{eagle}, does not exist: make it with `trtllm-autojudge calibrate "
+                                                f"--task gsm8k-program --draft eagle"):
+        build_main(argv)
+    judge_file(tmp_path)  # a DT judge
+    (tmp_path / "judge-DT.safetensors").rename(eagle)
+    assert build_main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert json.loads("\n".join(out[1:out.index("}") + 1]))["judge_file"] == str(eagle)
+    monkeypatch.setattr(Gsm8kProgramTask, "shipped_eagle_judge", None)  # a task without one: the stock-route judge
+    stock = Gsm8kProgramTask().shipped_stock_judge_path()
+    eagle.rename(stock)
+    assert build_main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert json.loads("\n".join(out[1:out.index("}") + 1]))["judge_file"] == str(stock)

@@ -61,7 +61,7 @@ def judge_path(args: argparse.Namespace, required: bool, task: Task) -> Path | N
     if args.judge is not None:
         return Path(args.judge)
     if args.target in EMBEDDED_TARGETS and args.draft == "eagle":
-        shipped = ASSETS / task.shipped_eagle_judge if task.shipped_eagle_judge else None
+        shipped = task.shipped_eagle_judge_path()
         if shipped is not None and shipped.is_file():
             return shipped
         if required:

@@ -92,6 +92,9 @@ class Task:
     def shipped_stock_judge_path(self) -> Path | None:
         return ASSETS / self.shipped_stock_judge if self.shipped_stock_judge else None
 
+    def shipped_eagle_judge_path(self) -> Path | None:
+        return ASSETS / self.shipped_eagle_judge if self.shipped_eagle_judge else None
+
     def shipped_model_path(self, role: str) -> Path:
         """The shipped file of the embedded ``role`` ("adapter", "draft", "draft_vocab" or "eagle_head");
         SystemExit saying how to make it, or what to pass instead, when this task ships none or it is missing."""
