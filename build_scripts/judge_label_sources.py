@@ -17,7 +17,6 @@ seeds; ``--out`` writes them as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.judge.dataset import FeatureSet  # noqa: E402
 from trtllm_autojudge.judge.head import parse_setup  # noqa: E402
-from trtllm_autojudge.judge.probe import TAIL, fit_probe  # noqa: E402
+from trtllm_autojudge.judge.probe import TAIL, fit_probe, tail_text, write_result  # noqa: E402
 from trtllm_autojudge.judge.train import split_by_group  # noqa: E402
 
 
@@ -91,11 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         out["setups"][setup] = {"per_seed": {str(s): r for s, r in runs.items()}, "mean": mean}
         for seed, fits in [*runs.items(), ("mean", mean)]:
             for name, r in fits.items():
-                tail = " / ".join(f"{v:.1%}" for v in r["harmless_accepted_at"].values())
-                print(f"{setup:<16}{name:<12}{seed:>6}{r['val_roc_auc']:>9.3f}  {tail}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1))
+                print(f"{setup:<16}{name:<12}{seed:>6}{r['val_roc_auc']:>9.3f}  {tail_text(r)}")
+    write_result(args.out, out)
     return 0
 
 

@@ -18,7 +18,6 @@ here would first need the token classes in the rule and the engine.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.judge.dataset import FeatureSet  # noqa: E402
-from trtllm_autojudge.judge.probe import TAIL, fit_probe  # noqa: E402
+from trtllm_autojudge.judge.probe import TAIL, fit_probe, tail_text, write_result  # noqa: E402
 from trtllm_autojudge.judge.token_class import COLUMNS, question_words, token_class_features  # noqa: E402
 from trtllm_autojudge.judge.train import split_by_group, split_groups  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
@@ -83,11 +82,8 @@ def main(argv: list[str] | None = None) -> int:
           + " of the harmful")
     for split, fits in out["splits"].items():
         for name, r in fits.items():
-            tail = " / ".join(f"{v:.1%}" for v in r["harmless_accepted_at"].values())
-            print(f"{split:<10}{name:<24}{r['val_roc_auc']:>8.3f}  {tail}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1))
+            print(f"{split:<10}{name:<24}{r['val_roc_auc']:>8.3f}  {tail_text(r)}")
+    write_result(args.out, out)
     return 0
 
 

@@ -7,6 +7,9 @@ range; the probes of ``build_scripts/token_class_probe.py`` (other judge inputs)
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
@@ -38,3 +41,15 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray,  # [M_train, F], [M_trai
             best = {"C": C, "val_roc_auc": auc, "probs": probs}
     probs = best.pop("probs")
     return {**best, "harmless_accepted_at": {str(s): harmless_at(probs, y_val, s) for s in TAIL}}
+
+
+def tail_text(result: dict) -> str:
+    """A :func:`fit_probe` result's left tail as printed: "0.7% / 2.3% / 5.3% / 16.0%"."""
+    return " / ".join(f"{v:.1%}" for v in result["harmless_accepted_at"].values())
+
+
+def write_result(path: Path | None, result: dict) -> None:
+    """A probe's results as JSON at ``path`` (its folder made); nothing when ``path`` is None."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1))
