@@ -159,7 +159,8 @@ def main_bench(argv: list[str]) -> int:
     p.add_argument("--eagle", default=None, metavar="eagle|eagle:HEAD",
                    help="also an EAGLE head's modes (eagle-lossless, eagle-autojudge): the task's shipped head or HEAD")
     p.add_argument("--eagle-tree", default=None,
-                   help="the EAGLE modes' tree, as --tree (default: the --tree / --k of the other modes)")
+                   help="the EAGLE modes' tree, as --tree: branching per depth (1,1,1: a chain of 3) or dynamic:D,K,N "
+                        "(default: the --tree / --k of the other modes)")
     p.add_argument("--eagle-judge", default=None,
                    help="the eagle-autojudge mode's judge, target-only (default: the task's judge for its EAGLE head)")
     p.add_argument("--eagle-threshold", type=float, default=None, help="its threshold (default: the judge file's)")

@@ -28,8 +28,9 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("decoding")
     g.add_argument("--k", type=int, default=8, help="chain draft: K draft tokens per cycle (default 8)")
     g.add_argument("--tree", default=None,
-                   help="a tree instead of a chain: static, as branching per depth (e.g. 3,2,1), or EAGLE-2 dynamic as "
-                        "dynamic:DEPTH,TOP_K,NODES (an EAGLE drafter only, e.g. dynamic:6,8,30)")
+                   help="a tree instead of a chain: static, as branching per depth (e.g. 3,2,1; a chain of 3 is "
+                        "1,1,1), or EAGLE-2 dynamic as dynamic:DEPTH,TOP_K,NODES (an EAGLE drafter only, e.g. "
+                        "dynamic:6,8,30)")
     g.add_argument("--judge", default=None,
                    help="judge file (default: the task's shipped judge when the embedded pair is used)")
     g.add_argument("--max-new-tokens", type=int, default=256)
