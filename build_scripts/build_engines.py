@@ -151,10 +151,7 @@ def task_judge(task: Task, route: str) -> Path:
     judge where it ships none), its shipped judge on the context route; FileNotFoundError saying how to
     make it, or to pass ``--judge``, when the task ships none or the file is missing."""
     eagle_judge = task.shipped_eagle_judge_path() if route == "eagle" else None
-    if eagle_judge is not None:
-        path = eagle_judge
-    else:
-        path = task.shipped_stock_judge_path() if route in ("stock", "eagle") else task.shipped_judge_path()
+    path = eagle_judge or (task.shipped_stock_judge_path() if route in ("stock", "eagle") else task.shipped_judge_path())
     if path is None:
         raise FileNotFoundError(f"task {task.name} ships no judge for the {route} route: pass --judge PATH (a judge "
                                 f"file of {route_setups(route)}, from `trtllm-autojudge train`)")
