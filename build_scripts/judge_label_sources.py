@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.judge.dataset import FeatureSet  # noqa: E402
 from trtllm_autojudge.judge.head import parse_setup  # noqa: E402
-from trtllm_autojudge.judge.probe import TAIL, fit_probe, tail_text, write_result  # noqa: E402
+from trtllm_autojudge.judge.probe import TAIL, fit_probe, mean_over_seeds, tail_text, write_result  # noqa: E402
 from trtllm_autojudge.judge.train import split_by_group  # noqa: E402
 
 
@@ -83,10 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     for setup in setups:
         runs = {seed: compare(target, others, own, setup, seed, args.val_fraction, cs) for seed in seeds}
-        mean = {name: {"val_roc_auc": float(np.mean([runs[s][name]["val_roc_auc"] for s in seeds])),
-                       "harmless_accepted_at": {str(t): float(np.mean([runs[s][name]["harmless_accepted_at"][str(t)]
-                                                                      for s in seeds])) for t in TAIL}}
-                for name in runs[seeds[0]]}
+        mean = mean_over_seeds(runs)
         out["setups"][setup] = {"per_seed": {str(s): r for s, r in runs.items()}, "mean": mean}
         for seed, fits in [*runs.items(), ("mean", mean)]:
             for name, r in fits.items():

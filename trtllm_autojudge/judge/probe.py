@@ -2,8 +2,9 @@
 
 A certified threshold lives in the judge's left tail: the share of harmless mismatches it accepts
 while accepting only a small share of the harmful ones. ``train`` reports ROC-AUC over the whole
-range; the probes of ``build_scripts/token_class_probe.py`` (other judge inputs) and
-``build_scripts/judge_label_sources.py`` (other training labels) report both.
+range; the probes of ``build_scripts/token_class_probe.py`` (other judge inputs),
+``build_scripts/judge_label_sources.py`` (other training labels) and
+``build_scripts/judge_model_probe.py`` (other model families than the linear judge) report both.
 """
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 TAIL = (0.005, 0.01, 0.02, 0.05)  # shares of the harmful mismatches accepted
@@ -26,21 +31,67 @@ def harmless_at(probs: np.ndarray, labels: np.ndarray, share: float) -> float:  
     return float((probs[labels == 0] < cut).mean())
 
 
+def _best_of(candidates: dict, X_train: np.ndarray, y_train: np.ndarray, X_val: np.ndarray, y_val: np.ndarray,
+             key: str) -> dict:
+    """Fit each ``{value: estimator}`` candidate; keep the one with the best validation ROC-AUC:
+    ``{key: value, "val_roc_auc", "harmless_accepted_at"}``."""
+    best = None
+    for value, estimator in candidates.items():
+        probs = estimator.fit(X_train, y_train).predict_proba(X_val)[:, 1]  # [M_val]
+        auc = float(roc_auc_score(y_val, probs))
+        if best is None or auc > best["val_roc_auc"]:
+            best = {key: value, "val_roc_auc": auc, "probs": probs}
+    probs = best.pop("probs")
+    return {**best, "harmless_accepted_at": {str(s): harmless_at(probs, y_val, s) for s in TAIL}}
+
+
 def fit_probe(X_train: np.ndarray, y_train: np.ndarray,  # [M_train, F], [M_train]
               X_val: np.ndarray, y_val: np.ndarray,  # [M_val, F], [M_val]
               cs: list[float]) -> dict:
     """StandardScaler + L2 logistic regression, C by validation ROC-AUC over ``cs`` (as ``train``):
     the chosen C, its ROC-AUC and the harmless share accepted at each share of :data:`TAIL`."""
-    scaler = StandardScaler().fit(X_train)
-    best = None
-    for C in cs:
-        model = LogisticRegression(C=C, max_iter=1000).fit(scaler.transform(X_train), y_train)
-        probs = model.predict_proba(scaler.transform(X_val))[:, 1]  # [M_val]
-        auc = float(roc_auc_score(y_val, probs))
-        if best is None or auc > best["val_roc_auc"]:
-            best = {"C": C, "val_roc_auc": auc, "probs": probs}
-    probs = best.pop("probs")
-    return {**best, "harmless_accepted_at": {str(s): harmless_at(probs, y_val, s) for s in TAIL}}
+    candidates = {C: make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000)) for C in cs}
+    return _best_of(candidates, X_train, y_train, X_val, y_val, "C")
+
+
+MODEL_FAMILIES = ("logistic", "mlp", "boosted-trees")
+
+
+def fit_model_probe(family: str, X_train: np.ndarray, y_train: np.ndarray,  # [M_train, F], [M_train]
+                    X_val: np.ndarray, y_val: np.ndarray,  # [M_val, F], [M_val]
+                    cs: list[float], seed: int = 0) -> dict:
+    """A probe judge of another model family than the shipped linear one, as :func:`fit_probe`
+    reports it (its regularisation chosen by validation ROC-AUC):
+
+    - ``logistic``: :func:`fit_probe` itself, the judge ``train`` fits;
+    - ``mlp``: one hidden layer of 64 ReLU units over standardised inputs, L2 ``alpha`` from 1, 10,
+      early stopping on a tenth of the training rows;
+    - ``boosted-trees``: histogram gradient boosting over the inputs' 64 leading principal
+      components (trees over thousands of raw hidden dimensions would mostly fit noise), depth
+      limits from 3 and unlimited.
+    """
+    if family == "logistic":
+        return fit_probe(X_train, y_train, X_val, y_val, cs)
+    if family == "mlp":
+        candidates = {a: make_pipeline(StandardScaler(), MLPClassifier((64,), alpha=a, max_iter=300, early_stopping=True,
+                                                                       random_state=seed)) for a in (1.0, 10.0)}
+        return _best_of(candidates, X_train, y_train, X_val, y_val, "alpha")
+    if family == "boosted-trees":
+        components = min(64, X_train.shape[1], X_train.shape[0])
+        candidates = {d: make_pipeline(StandardScaler(), PCA(components, random_state=seed),
+                                       HistGradientBoostingClassifier(max_iter=300, learning_rate=0.05, max_depth=d,
+                                                                      random_state=seed)) for d in (3, None)}
+        return _best_of(candidates, X_train, y_train, X_val, y_val, "max_depth")
+    raise ValueError(f"unknown model family {family!r}: use one of {MODEL_FAMILIES}")
+
+
+def mean_over_seeds(runs: dict[int, dict[str, dict]]) -> dict[str, dict]:
+    """``{seed: {name: probe result}}`` -> ``{name: mean ROC-AUC and mean left tail over the seeds}``."""
+    seeds = list(runs)
+    return {name: {"val_roc_auc": float(np.mean([runs[s][name]["val_roc_auc"] for s in seeds])),
+                   "harmless_accepted_at": {str(t): float(np.mean([runs[s][name]["harmless_accepted_at"][str(t)]
+                                                                   for s in seeds])) for t in TAIL}}
+            for name in runs[seeds[0]]}
 
 
 def tail_text(result: dict) -> str:

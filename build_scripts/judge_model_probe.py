@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Would a non-linear judge hold a better left tail than the linear one the runtimes compute?
+
+    python build_scripts/judge_model_probe.py --features out/judge_bf16/features.safetensors \\
+        --setups DT-DT1-DT2-LS,DD-DT-DT1-DT2-DD1-LS --seeds 7,8,9 \\
+        --out docs/results/judge_model_probe_program.json
+
+``--features`` is a ``features`` verb's file. For each setup, split (by prompt and by template,
+``--val-fraction`` of the groups held out) and seed, probe judges of each model family of
+:func:`trtllm_autojudge.judge.probe.fit_model_probe` are fitted on the training rows and scored on
+the held-out ones: validation ROC-AUC and the share of harmless mismatches accepted at 0.5 / 1 / 2
+/ 5% of the harmful (the left tail, where a certified threshold lives). Printed per seed and as
+means over the seeds; ``--out`` writes them as JSON. A probe: the plugin, the CUDA kernel and the
+Python rule compute a linear judge, so a gain here would first need another head in all of them.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trtllm_autojudge.judge.dataset import FeatureSet  # noqa: E402
+from trtllm_autojudge.judge.probe import (MODEL_FAMILIES, TAIL, fit_model_probe, mean_over_seeds,  # noqa: E402
+                                          tail_text, write_result)
+from trtllm_autojudge.judge.train import SPLIT_UNITS, split_by_group, split_groups  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--features", type=Path, required=True, help="a features verb's file")
+    p.add_argument("--setups", default="DT-DT1-DT2-LS", help="comma-separated setups (blocks of the file) to compare")
+    p.add_argument("--splits", default=",".join(SPLIT_UNITS), help="comma-separated split units: prompt, template")
+    p.add_argument("--families", default=",".join(MODEL_FAMILIES), help=f"comma-separated, of {', '.join(MODEL_FAMILIES)}")
+    p.add_argument("--seeds", default="7,8,9", help="comma-separated seeds of the split")
+    p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument("--cs", default="1e-4,3e-4,1e-3,3e-3,1e-2", help="inverse L2 strengths of the logistic judge")
+    p.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
+    args = p.parse_args(argv)
+    families, splits = args.families.split(","), args.splits.split(",")
+    unknown = sorted(set(families) - set(MODEL_FAMILIES)) + sorted(set(splits) - set(SPLIT_UNITS))
+    if unknown:
+        raise SystemExit(f"unknown {unknown}: --families takes {', '.join(MODEL_FAMILIES)}; "
+                         f"--splits takes {', '.join(SPLIT_UNITS)}")
+    cs = [float(c) for c in args.cs.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    full = FeatureSet.load(args.features)
+    out = {"features": args.features.name, "labels": full.label_counts(), "val_fraction": args.val_fraction,
+           "seeds": seeds, "setups": {}}
+    print(f"{'setup':<24}{'split':<10}{'judge':<15}{'seed':>6}{'ROC-AUC':>9}  harmless accepted at "
+          + " / ".join(f"{s:.1%}" for s in TAIL) + " of the harmful")
+    jobs = [(setup, split) for setup in args.setups.split(",") for split in splits]
+    for setup, split in tqdm(jobs, desc="probes", unit="split", file=sys.stderr):
+        fs = full.select_setup(setup)
+        X, y = fs.features.astype(np.float32), fs.labels.astype(np.int64)  # [M, F], [M]
+        runs = {}
+        for seed in seeds:
+            train, val = split_by_group(split_groups(fs, split), args.val_fraction, seed, split)
+            runs[seed] = {f: fit_model_probe(f, X[train], y[train], X[val], y[val], cs, seed) for f in families}
+        mean = mean_over_seeds(runs)
+        out["setups"].setdefault(setup, {})[split] = {"per_seed": {str(s): r for s, r in runs.items()}, "mean": mean}
+        for seed, fits in [*runs.items(), ("mean", mean)]:
+            for name, r in fits.items():
+                print(f"{setup:<24}{split:<10}{name:<15}{seed:>6}{r['val_roc_auc']:>9.3f}  {tail_text(r)}")
+    write_result(args.out, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
