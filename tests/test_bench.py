@@ -10,7 +10,7 @@ from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
 from trtllm_autojudge.decoding.speculative import greedy_generate
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.tree import DraftTree
-from trtllm_autojudge.evaluation.bench import assisted_mode, run_bench, speculative_modes, target_only_mode
+from trtllm_autojudge.evaluation.bench import BenchMode, assisted_mode, mode_order, run_bench, speculative_modes, target_only_mode
 from trtllm_autojudge.evaluation.runner import Question
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.kernels.roofline import Roofline, copy_bandwidth, step_seconds, weight_bytes
@@ -101,3 +101,24 @@ def test_an_eagle_heads_modes_and_assisted_generation_run_beside_the_others():
     for q in questions:
         greedy = greedy_generate(target, q.prompt_ids, 8)
         assert all_modes[-1].generate(q)[0] == len(greedy) == all_modes[1].generate(q)[0]
+
+
+def test_each_mode_runs_in_every_position_equally_often_even_in_one_repeat():
+    target, draft = tiny_pair(seed=0)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    judge = JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), 0.0, "DT", draft.hidden_size, target.hidden_size, 0.5)
+    seen = []  # (question, mode) in the order they ran
+
+    def recorded(m: BenchMode) -> BenchMode:
+        def generate(q):
+            seen.append((q.qid, m.name))
+            return m.generate(q)
+        return BenchMode(m.name, generate, m.versus, m.rule)
+
+    modes = [recorded(m) for m in [target_only_mode(target, 4), *speculative_modes(target, draft, DraftTree.chain(2),
+                                                                                  [JudgeRule(judge)], 4)]]
+    assert [m.name for m in mode_order(modes, 4)] == ["lossless", "autojudge", "target-only"]
+    run_bench(target, [Question(f"q{i}", [3 + i, 9], None) for i in range(6)], modes, repeats=1)
+    assert [q for q, _ in seen[::3]] == [f"q{i}" for i in range(6)]  # each question runs in every mode in a row
+    firsts = [name for _, name in seen[::3]]
+    assert {n: firsts.count(n) for n in set(firsts)} == {"target-only": 2, "lossless": 2, "autojudge": 2}

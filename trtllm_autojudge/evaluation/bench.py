@@ -3,8 +3,10 @@ decoding, and AutoJudge with one judge or several (``--compare-judge``: DT besid
 optionally a second drafter's lossless and AutoJudge modes (an EAGLE head, ``--eagle``) and
 transformers' assisted generation with the draft model (``--assisted``). Each mode is a
 :class:`BenchMode`: a name, how it answers a question, and the modes its speed is divided by.
-Each repeat runs every question in every mode, rotating the order of the modes, so drift in the
-machine's speed hits all modes alike; medians over repeats are reported.
+Each repeat runs every question in every mode; the order of the modes rotates by one from each
+question to the next (:func:`mode_order`), so each mode runs first, second, ... equally often even
+in one repeat, and neither drift in the machine's speed nor the warm caches a previous mode leaves
+favour one mode. Medians over repeats are reported.
 
 Beside wall clock, each mode's process CPU time is summed: on a shared machine, a process that waits
 for a core loses wall time but not CPU time, so with one thread (``--threads 1``) tokens per
@@ -103,6 +105,12 @@ def judge_mode_names(count: int, prefix: str = "") -> list[str]:
     return [f"{prefix}autojudge" if i == 0 else f"{prefix}autojudge-{i + 1}" for i in range(count)]
 
 
+def mode_order(modes: list[BenchMode], run: int) -> list[BenchMode]:
+    """The modes in the order of the ``run``-th question run (over the repeats, counted from 0): rotated by ``run``."""
+    shift = run % len(modes)
+    return modes[shift:] + modes[:shift]
+
+
 def run_bench(target, questions: list[Question], modes: list[BenchMode], repeats: int) -> dict:
     """Every mode on every question, ``repeats`` times; the modes are target-only, lossless and at
     least one AutoJudge mode (:func:`target_only_mode`, :func:`speculative_modes`), then any others."""
@@ -117,7 +125,7 @@ def run_bench(target, questions: list[Question], modes: list[BenchMode], repeats
         acc = {m.name: {"tokens": 0, "seconds": 0.0, "cpu_seconds": 0.0, "cycles": 0, **dict.fromkeys(PHASES, 0.0)}
                for m in modes}
         for i, q in enumerate(questions):
-            for m in modes[r % len(modes):] + modes[: r % len(modes)]:
+            for m in mode_order(modes, r * len(questions) + i):
                 t0, c0 = time.perf_counter(), time.process_time()
                 n, summary = m.generate(q)
                 seconds = time.perf_counter() - t0
