@@ -223,6 +223,37 @@ def test_a_judge_point_inside_a_runs_margin_reuses_it_token_for_token(tmp_path):
         run("judge@0.4000001", "a", other)  # another judge would resume from (and reuse) this one's runs
 
 
+def test_a_scored_lossless_run_answers_every_judge_point_below_its_margin(tmp_path):
+    """score_lossless (calibrate): the lossless run scores the judge at threshold 0, with lossless
+    tokens; a judge point whose cut lies below a response's smallest judged logit copies it (and
+    equals a fresh decode), one above it decodes again."""
+    target, draft = tiny_pair(seed=3)
+    checker = KeyTokens(window=10)
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(4, seed=5)]
+    rng = np.random.default_rng(0)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    judge = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, "DT", draft.hidden_size,
+                      target.hidden_size, 0.5)
+    run = lambda points, out, scored: run_points(target, draft, decode, questions, parse_points(points),  # noqa: E731
+                                                 DraftTree.chain(K), checker, tmp_path / out, judge, None, MAX_NEW,
+                                                 progress=False, score_lossless=scored)
+    plain = {r["qid"]: r for r in run("", "plain", False)}
+    scored = {r["qid"]: r for r in run("", "scored", True) if r["spec"] == "lossless"}
+    assert all(scored[q]["tokens"] == plain[q]["tokens"] and scored[q]["judged_accepts"] == 0 for q in plain)
+    assert "judge_margin" not in plain[questions[0].qid] or plain[questions[0].qid]["judge_margin"] is None
+    his = {q: r["judge_margin"][1] for q, r in scored.items()}  # the smallest judged logit of each response
+    assert all(r["judge_margin"][0] is None for r in scored.values()) and len(set(his.values())) > 1
+    cut = float(np.median(list(his.values())))  # some responses' margins hold it, others' do not
+    t = float(f"{1 / (1 + np.exp(-cut)):.6g}")
+    spec = f"judge@{t:g}"
+    mine = {r["qid"]: r for r in run(spec, "scored", True) if r["spec"] == spec}
+    fresh = {r["qid"]: r for r in run(spec, "fresh", False) if r["spec"] == spec}
+    for q, r in mine.items():
+        below = float(np.log(t) - np.log1p(-t)) <= his[q]
+        assert (r.get("reused_from") == "lossless") == below and r["tokens"] == fresh[q]["tokens"]
+    assert {float(np.log(t) - np.log1p(-t)) <= h for h in his.values()} == {True, False}  # both cases occur
+
+
 def test_a_folder_refuses_runs_of_another_setup(tmp_path):
     """setup.json: the pair's weights, the tree and the response length of a folder's first run."""
     target, draft = tiny_pair(seed=3)

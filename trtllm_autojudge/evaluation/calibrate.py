@@ -18,7 +18,8 @@ can no longer stay within its budget, so a failing candidate costs a few questio
 A budget needs enough questions: 0 changes in 299 bound the share at 1%; with fewer the verb
 refuses before loading anything and says how many it needs. A judge run at one threshold answers
 every threshold inside its threshold margin without decoding again (:mod:`.runner`), so a dense
-ladder costs little more than a sparse one. Runs go to ``OUT_DIR/runs.jsonl`` and resume like
+ladder costs little more than a sparse one; the lossless runs score the judge too (at threshold 0,
+accepting nothing), so a candidate decodes only the questions where it accepts a mismatch. Runs go to ``OUT_DIR/runs.jsonl`` and resume like
 ``eval``'s.
 
 The judge is written to ``--out`` with the chosen threshold as its default and the certificate in
@@ -142,7 +143,7 @@ def main(argv: list[str]) -> int:
     allowed = (most_allowed(n, args.max_answer_change), most_allowed(n, args.max_gold_drop))
     run = lambda points, stop=None: run_points(target, draft, decode, questions, points, tree, task.checker,  # noqa: E731
                                                out_dir, judge, max_new_tokens=args.max_new_tokens, stop=stop,
-                                               accept_impl=args.accept_impl)
+                                               accept_impl=args.accept_impl, score_lossless=True)
     lossless = summarize(run([]), [], task.checker, qids)[0]
 
     def measure(threshold: float) -> dict:

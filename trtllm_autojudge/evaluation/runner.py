@@ -14,7 +14,11 @@ A judge run at one threshold also answers every threshold inside its threshold m
 (:mod:`..decoding.modes`): such a point copies the run instead of decoding again (``reused_from``
 names the point it came from; its seconds are that run's). Only runs of the same judge (by
 fingerprint) are reused, under the same per-response limit or one the run never reached; the core
-keeps no margin, so its runs are never reused.
+keeps no margin, so its runs are never reused. With ``score_lossless`` (``calibrate``), the lossless
+point runs the judge at threshold 0: it accepts nothing, so its tokens are lossless, and its margin
+lets every judge point whose cut lies below the response's smallest judged logit copy it; a
+candidate threshold then decodes only the questions where it would accept something. (Its seconds
+include scoring the judge, so ``eval`` keeps plain lossless runs for its tokens/s.)
 
 One output folder holds one decoding setup (the pair's weights, the tree, the response length:
 ``setup.json``) and one judge: a run that would resume from another's runs refuses, asking for
@@ -81,13 +85,15 @@ def run_points(
     progress: bool = True,
     stop: Callable[[list[dict]], bool] | None = None,
     accept_impl: str = "python",
+    score_lossless: bool = False,
 ) -> list[dict]:
     """Run every point on every question; returns all run records.
 
     Question by question, lossless first: the points of one question run next to each other, so
     their seconds share the machine's state, and a cut run holds whole questions. ``stop(runs)``,
     asked after each question (run now or earlier), ends the run early when it returns True.
-    ``accept_impl`` decides the judge points' cycles (module docstring).
+    ``accept_impl`` decides the judge points' cycles; ``score_lossless`` scores the judge along the
+    lossless runs (module docstring).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -105,6 +111,9 @@ def run_points(
     done = {(r["spec"], r["qid"]) for r in runs}
     points = [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]
     rules = {p.spec: p.rule(judge, unimportant) for p in points}
+    scored = score_lossless and judge is not None and accept_impl == "python"
+    if scored:  # threshold 0 accepts nothing: lossless tokens, with the judge's margin (module docstring)
+        rules["lossless"] = JudgeRule(judge, 0.0)
     fused = {spec: fused_for(rule, accept_impl) for spec, rule in rules.items()}
     other = next((r for r in runs if r.get("judge") and r.get("accept_impl", "python") != accept_impl), None)
     if other is not None:
@@ -125,7 +134,7 @@ def run_points(
                 rec = {"spec": p.spec, "qid": q.qid, "tokens": res.tokens, "answer": answer,
                        "gold_correct": q.gold is not None and checker.same(answer, q.gold), "seconds": seconds,
                        **res.summary(), **({"judge": judge_id, "judge_weights": weights_id, "accept_impl": accept_impl}
-                          if p.method == "judge" else {})}
+                          if p.method == "judge" or (scored and p.method == "lossless") else {})}
             append_record(runs_path, rec)
             runs.append(rec)
             margins.add(rec)
