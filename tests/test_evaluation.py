@@ -180,16 +180,20 @@ def test_rows_carry_answer_and_gold_intervals_and_bounds(evaluated):
         assert r["gold_drop_bound"] == upper_bound(losses, 4)
 
 
-def test_a_judge_point_inside_a_runs_margin_reuses_it_token_for_token(tmp_path):
-    """judge@t' inside the threshold margin of the judge@t run copies it (reused_from); a fresh
-    decode at t' gives the same tokens. A limited point (judge@t',M) or another judge never reuses."""
+def _margin_setup(n_questions: int):
+    """(target, draft, checker, questions, judge): the tiny pair and a random DT judge that accepts some mismatches."""
     target, draft = tiny_pair(seed=3)
-    checker = KeyTokens(window=10)
-    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(3, seed=5)]
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(n_questions, seed=5)]
     rng = np.random.default_rng(0)
     F = feature_dim("DT", draft.hidden_size, target.hidden_size)
     judge = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, "DT", draft.hidden_size,
                       target.hidden_size, 0.5)
+    return target, draft, KeyTokens(window=10), questions, judge
+
+def test_a_judge_point_inside_a_runs_margin_reuses_it_token_for_token(tmp_path):
+    """judge@t' inside the threshold margin of the judge@t run copies it (reused_from); a fresh
+    decode at t' gives the same tokens. A limited point (judge@t',M) or another judge never reuses."""
+    target, draft, checker, questions, judge = _margin_setup(3)
     run = lambda points, out, j=judge: run_points(target, draft, decode, questions, parse_points(points),  # noqa: E731
                                                   DraftTree.chain(K), checker, tmp_path / out, j, None, MAX_NEW,
                                                   progress=False)
@@ -227,13 +231,7 @@ def test_a_scored_lossless_run_answers_every_judge_point_below_its_margin(tmp_pa
     """score_lossless (calibrate): the lossless run scores the judge at threshold 0, with lossless
     tokens; a judge point whose cut lies below a response's smallest judged logit copies it (and
     equals a fresh decode), one above it decodes again."""
-    target, draft = tiny_pair(seed=3)
-    checker = KeyTokens(window=10)
-    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(4, seed=5)]
-    rng = np.random.default_rng(0)
-    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
-    judge = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.5, "DT", draft.hidden_size,
-                      target.hidden_size, 0.5)
+    target, draft, checker, questions, judge = _margin_setup(4)
     run = lambda points, out, scored: run_points(target, draft, decode, questions, parse_points(points),  # noqa: E731
                                                  DraftTree.chain(K), checker, tmp_path / out, judge, None, MAX_NEW,
                                                  progress=False, score_lossless=scored)
