@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.judge.dataset import FeatureSet  # noqa: E402
 from trtllm_autojudge.judge.head import parse_setup  # noqa: E402
-from trtllm_autojudge.judge.probe import TAIL, fit_probe, mean_over_seeds, tail_text, write_result  # noqa: E402
+from trtllm_autojudge.judge.probe import TAIL, fit_probe, over_seeds, seed_lines, write_result  # noqa: E402
 from trtllm_autojudge.judge.train import split_by_group  # noqa: E402
 
 
@@ -83,11 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     for setup in setups:
         runs = {seed: compare(target, others, own, setup, seed, args.val_fraction, cs) for seed in seeds}
-        mean = mean_over_seeds(runs)
-        out["setups"][setup] = {"per_seed": {str(s): r for s, r in runs.items()}, "mean": mean}
-        for seed, fits in [*runs.items(), ("mean", mean)]:
-            for name, r in fits.items():
-                print(f"{setup:<16}{name:<12}{seed:>6}{r['val_roc_auc']:>9.3f}  {tail_text(r)}")
+        out["setups"][setup] = over_seeds(runs)
+        print("\n".join(seed_lines(f"{setup:<16}", out["setups"][setup], 12)))
     write_result(args.out, out)
     return 0
 

@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.judge.dataset import FeatureSet  # noqa: E402
-from trtllm_autojudge.judge.probe import (MODEL_FAMILIES, TAIL, fit_model_probe, mean_over_seeds,  # noqa: E402
-                                          tail_text, write_result)
+from trtllm_autojudge.judge.probe import (MODEL_FAMILIES, TAIL, fit_model_probe, over_seeds,  # noqa: E402
+                                          seed_lines, write_result)
 from trtllm_autojudge.judge.train import SPLIT_UNITS, split_by_group, split_groups  # noqa: E402
 
 
@@ -60,11 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             train, val = split_by_group(split_groups(fs, split), args.val_fraction, seed, split)
             runs[seed] = {f: fit_model_probe(f, X[train], y[train], X[val], y[val], cs, seed) for f in families}
-        mean = mean_over_seeds(runs)
-        out["setups"].setdefault(setup, {})[split] = {"per_seed": {str(s): r for s, r in runs.items()}, "mean": mean}
-        for seed, fits in [*runs.items(), ("mean", mean)]:
-            for name, r in fits.items():
-                print(f"{setup:<24}{split:<10}{name:<15}{seed:>6}{r['val_roc_auc']:>9.3f}  {tail_text(r)}")
+        result = out["setups"].setdefault(setup, {})[split] = over_seeds(runs)
+        print("\n".join(seed_lines(f"{setup:<24}{split:<10}", result, 15)))
     write_result(args.out, out)
     return 0
 

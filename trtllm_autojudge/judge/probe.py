@@ -104,3 +104,15 @@ def write_result(path: Path | None, result: dict) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1))
+
+
+def over_seeds(runs: dict[int, dict[str, dict]]) -> dict:
+    """A probe's fits over seeds as the scripts write them: ``{"per_seed": {seed: fits}, "mean": ...}``."""
+    return {"per_seed": {str(seed): fits for seed, fits in runs.items()}, "mean": mean_over_seeds(runs)}
+
+
+def seed_lines(prefix: str, result: dict, name_width: int) -> list[str]:
+    """One printed line per fit of an :func:`over_seeds` result, each seed's then the means:
+    ``prefix``, the fit's name, the seed, ROC-AUC and the left tail."""
+    return [f"{prefix}{name:<{name_width}}{seed:>6}{r['val_roc_auc']:>9.3f}  {tail_text(r)}"
+            for seed, fits in [*result["per_seed"].items(), ("mean", result["mean"])] for name, r in fits.items()]
