@@ -126,6 +126,27 @@ def test_the_shipped_eagle_judge_is_target_only_and_certified_on_the_heads_chain
     assert cert["questions"] >= 299 and cert["answers_changed"] == 0 and cert["answer_change_bound"] <= 0.01
 
 
+def test_without_k_an_eagle_head_drafts_a_chain_as_deep_as_it_was_trained_and_a_model_one_of_8(saved):
+    folder, target = saved
+    _, head_drafter, _ = load_pair(_args(folder, f"eagle:{folder / 'head'}"))
+    assert head_drafter.trained_depth is None  # a head whose metadata records no training
+    trained = random_eagle_head(target.model, num_layers=1, seed=4, meta={"training": json.dumps({"unroll": 3})})
+    assert trained.trained_depth == 3
+    for drafter, given, expected in [(head_drafter, None, common.DEFAULT_K), (EagleDrafter(target, trained), None, 3),
+                                     (EagleDrafter(target, trained), 5, 5), (tiny_pair(seed=0)[1], None, common.DEFAULT_K)]:
+        args = argparse.Namespace(k=given, tree=None)
+        common.settle_k(args, drafter)
+        assert args.k == expected and common.draft_tree(args) == DraftTree.chain(expected)
+
+
+def test_the_shipped_heads_default_chain_is_the_one_its_judge_is_certified_on():
+    task = load_task("gsm8k-program")
+    head = load_eagle_head(task.shipped_model_path("eagle_head"), hidden_size=576, vocab_size=49152,
+                           embedding=torch.zeros(49152, 576))
+    judge = JudgeHead.load(common.judge_path(argparse.Namespace(judge=None, target="tuned", draft="eagle"), required=True,
+                                             task=task))
+    assert head.trained_depth == judge.meta["certificate"]["k"]
+
 @pytest.mark.parametrize("text, expected", [("dynamic:3,2,4", DynamicTree(3, 2, 4)), ("2,1", DraftTree.static([2, 1])),
                                             (None, DraftTree.chain(5))])
 def test_tree_flag_reads_static_and_dynamic_trees(text, expected):

@@ -131,6 +131,7 @@ class EagleDrafter:
         self.head, self.lm_head = head, target.model.lm_head
         self.vocab_size = target.vocab_size
         self.name = f"EAGLE head ({head.config.num_layers} layer{'s' * (head.config.num_layers > 1)})"
+        self.trained_depth = head.trained_depth  # the chain a verb drafts when --k is not given
 
     def fingerprint(self) -> str:
         """16 hex digits of SHA-256 over the head's weights as they compute (its LM head is the target's,

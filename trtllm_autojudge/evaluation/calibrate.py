@@ -45,7 +45,7 @@ from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
 from .common import (add_decoding_args, apply_veto, draft_tree, judge_path, judge_record, judge_thresholds,
-                     load_judge_file, question_set, questions_from)
+                     load_judge_file, question_set, questions_from, settle_k)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize
@@ -129,6 +129,7 @@ def main(argv: list[str]) -> int:
                          f"(python build_scripts/heldout_questions.py --per-template "
                          f"{math.ceil(needed / 70) + 1} ..., or --variants-per-template), or raise the budgets")
     target, draft, tokenizer = load_pair(args, task)
+    settle_k(args, draft)
     judge_file = judge_path(args, required=True, task=task)
     judge = apply_veto(load_judge_file(judge_file, target, draft), args.veto, tokenizer)
     candidates = judge_thresholds(args.thresholds, judge, CALIBRATION_HARM_CAPS)

@@ -25,7 +25,7 @@ from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate
 from .common import (add_decoding_args, apply_veto, certificate_lines, draft_tree, judge_certificate, judge_path,
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
-                     refuse_calibration_questions)
+                     refuse_calibration_questions, settle_k)
 from .methods import OperatingPoint, judge_points
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, tree_parents, write_summary
@@ -94,6 +94,7 @@ def main_eval(argv: list[str]) -> int:
         refuse_calibration_questions(Certificate.from_meta(JudgeHead.load(judge_file).meta.get("certificate")),
                                      [problem_id(p.question) for p in problems], "eval")
     target, draft, tokenizer = load_pair(args, task)
+    settle_k(args, draft)
     judge = apply_veto(None if judge_file is None else load_judge_file(judge_file, target, draft), args.veto, tokenizer)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
@@ -160,7 +161,7 @@ def main_bench(argv: list[str]) -> int:
                    help="also an EAGLE head's modes (eagle-lossless, eagle-autojudge): the task's shipped head or HEAD")
     p.add_argument("--eagle-tree", default=None,
                    help="the EAGLE modes' tree, as --tree: branching per depth (1,1,1: a chain of 3) or dynamic:D,K,N "
-                        "(default: the --tree / --k of the other modes)")
+                        "(default: a chain as deep as the head was trained to draft)")
     p.add_argument("--eagle-judge", default=None,
                    help="the eagle-autojudge mode's judge, target-only (default: the task's judge for its EAGLE head)")
     p.add_argument("--eagle-threshold", type=float, default=None, help="its threshold (default: the judge file's)")
@@ -180,6 +181,7 @@ def main_bench(argv: list[str]) -> int:
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
     target, draft, tokenizer = load_pair(args, task)
+    settle_k(args, draft)
     files = [judge_path(args, required=True, task=task), *args.compare_judge]
     judges = [apply_veto(load_judge_file(path, target, draft), args.veto, tokenizer) for path in files]
     questions = questions_from(problems, tokenizer, task)
@@ -190,7 +192,8 @@ def main_bench(argv: list[str]) -> int:
     if args.eagle is not None:
         eagle = load_eagle_drafter(args.eagle, target, tokenizer, task)
         eagle_args = argparse.Namespace(**{**vars(args), "draft": args.eagle, "judge": args.eagle_judge,
-                                           "tree": args.eagle_tree or args.tree})
+                                           "tree": args.eagle_tree, "k": None})
+        settle_k(eagle_args, eagle)
         files.append(judge_path(eagle_args, required=True, task=task))
         judges.append(apply_veto(load_judge_file(files[-1], target, eagle), args.veto, tokenizer))
         modes += speculative_modes(target, eagle, draft_tree(eagle_args), [JudgeRule.at_default(judges[-1],
@@ -208,7 +211,7 @@ def main_bench(argv: list[str]) -> int:
                   target=target.name, draft=draft.name, draft_vocab=None if subset is None else subset.size,
                   tree_parents=tree_parents(tree), threads=torch.get_num_threads(),
                   eagle=None if args.eagle is None else {"head": args.eagle, "name": eagle.name,
-                                                         "tree": eagle_args.tree, "k": args.k})
+                                                         "tree": eagle_args.tree, "k": eagle_args.k})
     print(result["table"])
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -21,12 +21,15 @@ from .certificate import Certificate, pair_fingerprint
 from .runner import ACCEPT_IMPLS, Question
 
 DYNAMIC_PREFIX = "dynamic:"
+DEFAULT_K = 8  # --k of a draft model's chain when not given
 AUTO_HARM_CAPS = (0.01, 0.02, 0.05, 0.1, 0.2)  # validation important-accept rates swept by --thresholds auto
 
 
 def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("decoding")
-    g.add_argument("--k", type=int, default=8, help="chain draft: K draft tokens per cycle (default 8)")
+    g.add_argument("--k", type=int, default=None,
+                   help=f"chain draft: K draft tokens per cycle (default {DEFAULT_K}; with an EAGLE head, the depth it "
+                        "was trained to draft)")
     g.add_argument("--tree", default=None,
                    help="a tree instead of a chain: static, as branching per depth (e.g. 3,2,1; a chain of 3 is "
                         "1,1,1), or EAGLE-2 dynamic as dynamic:DEPTH,TOP_K,NODES (an EAGLE drafter only, e.g. "
@@ -40,6 +43,12 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--veto", default=None, metavar="CLASSES",
                    help=f"token classes the judge never accepts a mismatch on, comma-separated ({', '.join(VETO_CLASSES)}; "
                         "judge/veto.py): added to the judge file's own veto")
+
+
+def settle_k(args: argparse.Namespace, drafter) -> None:
+    """Fill in ``--k`` when it was not given: an EAGLE head's trained drafting depth, else DEFAULT_K."""
+    if args.k is None:
+        args.k = getattr(drafter, "trained_depth", None) or DEFAULT_K
 
 
 def draft_tree(args: argparse.Namespace) -> DraftTree | DynamicTree:

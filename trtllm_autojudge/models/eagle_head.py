@@ -171,6 +171,14 @@ class EagleHead(nn.Module):
         self.fc = nn.Linear(2 * config.hidden_size, config.hidden_size, bias=True)
         self.layers = nn.ModuleList([EagleLayer(config, first=(i == 0)) for i in range(config.num_layers)])
 
+    @property
+    def trained_depth(self) -> int | None:
+        """The drafting depth the head was trained to (``train_eagle.py --unroll``); None when its
+        metadata does not record its training."""
+        training = self.meta.get("training")
+        recipe = json.loads(training) if isinstance(training, str) else training or {}
+        return recipe.get("unroll")
+
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # [T] -> cos, sin [T, d]
         d = self.config.head_dim
         inv_freq = 1.0 / (self.config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))  # [d/2]
