@@ -115,14 +115,14 @@ def test_the_default_judge_with_the_shipped_head_is_the_one_calibrated_on_its_dr
         common.judge_path(args, required=True, task=task)
 
 
-def test_the_shipped_eagle_judge_is_target_only_and_certified_on_the_heads_chains_of_3():
+def test_the_shipped_eagle_judge_is_target_only_and_certified_on_the_heads_chains_of_5():
     task = load_task("gsm8k-program")
     path = common.judge_path(argparse.Namespace(judge=None, target="tuned", draft="eagle"), required=True, task=task)
     assert path.name == task.shipped_eagle_judge
     judge = JudgeHead.load(path)
     cert = judge.meta["certificate"]
     assert judge.setup == "DT" and judge.threshold == cert["threshold"]
-    assert (cert["k"], cert["tree"], cert["max_new_tokens"]) == (3, None, 320)
+    assert (cert["k"], cert["tree"], cert["max_new_tokens"]) == (5, None, 320)
     assert cert["questions"] >= 299 and cert["answers_changed"] == 0 and cert["answer_change_bound"] <= 0.01
 
 
@@ -146,6 +146,7 @@ def test_the_shipped_heads_default_chain_is_the_one_its_judge_is_certified_on():
     judge = JudgeHead.load(common.judge_path(argparse.Namespace(judge=None, target="tuned", draft="eagle"), required=True,
                                              task=task))
     assert head.trained_depth == judge.meta["certificate"]["k"]
+
 
 @pytest.mark.parametrize("text, expected", [("dynamic:3,2,4", DynamicTree(3, 2, 4)), ("2,1", DraftTree.static([2, 1])),
                                             (None, DraftTree.chain(5))])

@@ -75,6 +75,10 @@ def main_eval(argv: list[str]) -> int:
                         "default: the judge file's own limit, set by calibrate --max-judged, else none)")
     p.add_argument("--baselines", default=DEFAULT_BASELINES,
                    help="baseline operating points ('' for none); judge@T,M points may be added here too")
+    p.add_argument("--score-lossless", action="store_true",
+                   help="the lossless runs score the judge (accepting nothing), so a judge point copies them on every "
+                        "question where it would accept nothing (as calibrate does); their tokens/s then include the "
+                        "scoring")
     p.add_argument("--oracle-labels", default=None, help="labels mined on THESE questions (oracle upper bound)")
     p.add_argument("--mine-oracle", action="store_true", help="mine the oracle labels now (into OUT_DIR/oracle_labels.jsonl)")
     p.add_argument("--mine-batch-size", type=int, default=1,
@@ -125,7 +129,7 @@ def main_eval(argv: list[str]) -> int:
     tree = draft_tree(args)
     try:
         runs = run_points(target, draft, decode, questions, points, tree, checker, out_dir, judge, unimportant,
-                          args.max_new_tokens, accept_impl=args.accept_impl)
+                          args.max_new_tokens, accept_impl=args.accept_impl, score_lossless=args.score_lossless)
     except ValueError as e:
         raise SystemExit(f"eval: {e}") from None
     rows = summarize(runs, points, checker, [q.qid for q in questions])

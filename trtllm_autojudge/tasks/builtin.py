@@ -63,7 +63,7 @@ class Gsm8kProgramTask(TemplateTask):
     shipped_draft_vocab = "draft_vocab_gsm8k_program.safetensors"
     shipped_stock_judge = "judge_gsm8k_program_stock.safetensors"  # DT-DT1-DT2-LS: the stock route's judge
     shipped_eagle_head = "eagle_head_program.safetensors"  # build_scripts/train_eagle.py --ship
-    shipped_eagle_judge = "judge_gsm8k_program_eagle.safetensors"  # DT, certified on the head's chains of 3
+    shipped_eagle_judge = "judge_gsm8k_program_eagle.safetensors"  # DT, certified on the head's chains of 5
     comments = "worked"  # the comment style of the programs (trtllm_autojudge.data.programs.COMMENT_STYLES)
 
     def make_checker(self) -> ProgramChecker:
