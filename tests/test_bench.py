@@ -103,7 +103,7 @@ def test_an_eagle_heads_modes_and_assisted_generation_run_beside_the_others():
         assert all_modes[-1].generate(q)[0] == len(greedy) == all_modes[1].generate(q)[0]
 
 
-def test_each_mode_runs_in_every_position_equally_often_even_in_one_repeat():
+def test_each_question_runs_every_mode_once_in_an_order_of_its_own():
     target, draft = tiny_pair(seed=0)
     F = feature_dim("DT", draft.hidden_size, target.hidden_size)
     judge = JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), 0.0, "DT", draft.hidden_size, target.hidden_size, 0.5)
@@ -115,10 +115,14 @@ def test_each_mode_runs_in_every_position_equally_often_even_in_one_repeat():
             return m.generate(q)
         return BenchMode(m.name, generate, m.versus, m.rule)
 
-    modes = [recorded(m) for m in [target_only_mode(target, 4), *speculative_modes(target, draft, DraftTree.chain(2),
-                                                                                  [JudgeRule(judge)], 4)]]
-    assert [m.name for m in mode_order(modes, 4)] == ["lossless", "autojudge", "target-only"]
-    run_bench(target, [Question(f"q{i}", [3 + i, 9], None) for i in range(6)], modes, repeats=1)
-    assert [q for q, _ in seen[::3]] == [f"q{i}" for i in range(6)]  # each question runs in every mode in a row
-    firsts = [name for _, name in seen[::3]]
-    assert {n: firsts.count(n) for n in set(firsts)} == {"target-only": 2, "lossless": 2, "autojudge": 2}
+    modes = [recorded(m) for m in [target_only_mode(target, 2), *speculative_modes(target, draft, DraftTree.chain(2),
+                                                                                  [JudgeRule(judge)], 2)]]
+    assert [m.name for m in mode_order(modes, 4)] == [m.name for m in mode_order(modes, 4)]  # reproducible
+    n = 12
+    run_bench(target, [Question(f"q{i}", [3 + i % 5, 9], None) for i in range(n)], modes, repeats=1)
+    orders = [tuple(name for _, name in seen[3 * i: 3 * i + 3]) for i in range(n)]
+    assert all(sorted(o) == ["autojudge", "lossless", "target-only"] for o in orders)
+    assert [q for q, _ in seen[::3]] == [f"q{i}" for i in range(n)]  # each question runs in every mode in a row
+    assert {o[0] for o in orders} == {"target-only", "lossless", "autojudge"}  # each mode runs first somewhere
+    before = {(o[j], o[j + 1]) for o in orders for j in range(2)}
+    assert ("lossless", "autojudge") in before and ("autojudge", "lossless") in before  # no fixed predecessor

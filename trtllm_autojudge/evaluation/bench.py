@@ -3,10 +3,11 @@ decoding, and AutoJudge with one judge or several (``--compare-judge``: DT besid
 optionally a second drafter's lossless and AutoJudge modes (an EAGLE head, ``--eagle``) and
 transformers' assisted generation with the draft model (``--assisted``). Each mode is a
 :class:`BenchMode`: a name, how it answers a question, and the modes its speed is divided by.
-Each repeat runs every question in every mode; the order of the modes rotates by one from each
-question to the next (:func:`mode_order`), so each mode runs first, second, ... equally often even
-in one repeat, and neither drift in the machine's speed nor the warm caches a previous mode leaves
-favour one mode. Medians over repeats are reported.
+Each repeat runs every question in every mode, in an order shuffled afresh for each question
+(:func:`mode_order`, seeded by the run's index, so a bench is reproducible): each mode runs early and
+late and after each other mode, so neither drift in the machine's speed nor the state a previous
+mode leaves (a fixed order, even rotated, keeps each mode right behind the same one) favours one
+mode. Medians over repeats are reported.
 
 Beside wall clock, each mode's process CPU time is summed: on a shared machine, a process that waits
 for a core loses wall time but not CPU time, so with one thread (``--threads 1``) tokens per
@@ -26,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -106,9 +108,9 @@ def judge_mode_names(count: int, prefix: str = "") -> list[str]:
 
 
 def mode_order(modes: list[BenchMode], run: int) -> list[BenchMode]:
-    """The modes in the order of the ``run``-th question run (over the repeats, counted from 0): rotated by ``run``."""
-    shift = run % len(modes)
-    return modes[shift:] + modes[:shift]
+    """The modes in the order of the ``run``-th question run (over the repeats, counted from 0): a
+    permutation drawn with seed ``run``."""
+    return [modes[i] for i in np.random.default_rng(run).permutation(len(modes))]
 
 
 def run_bench(target, questions: list[Question], modes: list[BenchMode], repeats: int) -> dict:
