@@ -2,6 +2,7 @@
 import argparse
 import csv
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -250,6 +251,14 @@ def test_a_scored_lossless_run_answers_every_judge_point_below_its_margin(tmp_pa
         below = float(np.log(t) - np.log1p(-t)) <= his[q]
         assert (r.get("reused_from") == "lossless") == below and r["tokens"] == fresh[q]["tokens"]
     assert {float(np.log(t) - np.log1p(-t)) <= h for h in his.values()} == {True, False}  # both cases occur
+    # the judge file's own point ("judge", its default threshold) reuses the same way
+    default = replace(judge, threshold=t)
+    mine = {r["qid"]: r for r in run_points(target, draft, decode, questions, parse_points("judge"), DraftTree.chain(K),
+                                            checker, tmp_path / "default", default, None, MAX_NEW, progress=False,
+                                            score_lossless=True) if r["spec"] == "judge"}
+    assert {q: r.get("reused_from") == "lossless" for q, r in mine.items()} == \
+        {q: float(np.log(t) - np.log1p(-t)) <= his[q] for q in mine}
+    assert all(r["tokens"] == fresh[q]["tokens"] for q, r in mine.items())
 
 
 def test_a_folder_refuses_runs_of_another_setup(tmp_path):

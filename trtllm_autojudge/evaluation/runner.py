@@ -38,7 +38,6 @@ from tqdm import tqdm
 
 from ..decoding.modes import JudgeRule
 from ..decoding.dynamic_tree import DynamicTree
-from ..decoding.rules import threshold_logit
 from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
@@ -119,12 +118,12 @@ def run_points(
     if other is not None:
         raise ValueError(f"{runs_path} holds judge runs decided by --accept-impl {other.get('accept_impl', 'python')}, "
                          f"this run asks for {accept_impl}: give another output folder")
-    margins = MarginIndex(judge_id, runs)
+    margins = MarginIndex(judge, runs)
     todo = [(q, [p for p in points if (p.spec, q.qid) not in done]) for q in questions]
     bar = tqdm(total=sum(len(ps) for _, ps in todo), desc="eval", unit="run", disable=not progress, file=sys.stderr)
     for q, ps in todo:
         for p in ps:
-            rec = None if fused[p.spec] else margins.reuse(p, q.qid)
+            rec = None if fused[p.spec] else margins.reuse(p, rules[p.spec], q.qid)
             if rec is None:
                 t0 = time.perf_counter()
                 res = speculative_generate(target, draft, q.prompt_ids, tree=tree, rule=rules[p.spec],
@@ -197,8 +196,10 @@ class MarginIndex:
     """The judge runs of one judge, by question, with their threshold margins: which run answers
     a judge point without decoding again (module docstring)."""
 
-    def __init__(self, judge_id: str | None, runs: list[dict]):
-        self.judge_id, self.by_question = judge_id, {}
+    def __init__(self, judge: JudgeHead | None, runs: list[dict]):
+        self.judge_id = None if judge is None else judge.fingerprint()
+        self.default_limit = None if judge is None else judge.meta.get("max_judged")  # of the point "judge"
+        self.by_question = {}
         for r in runs:
             self.add(r)
 
@@ -206,15 +207,20 @@ class MarginIndex:
         if self.judge_id is not None and run.get("judge") == self.judge_id and run.get("judge_margin") is not None:
             self.by_question.setdefault(run["qid"], []).append(run)
 
-    def reuse(self, point: OperatingPoint, qid: str) -> dict | None:
-        """A copy of a run that decodes ``point`` on question ``qid`` token for token, or None."""
-        if point.method != "judge" or not point.params:
+    def _limit(self, spec: str) -> int | None:
+        """The per-response limit a run of ``spec`` decoded under: the judge file's own for its default point."""
+        point = OperatingPoint.parse(spec)
+        return self.default_limit if point.method == "judge" and not point.params else point.max_judged
+
+    def reuse(self, point: OperatingPoint, rule, qid: str) -> dict | None:
+        """A copy of a run that decodes ``point`` (its ``rule``) on question ``qid`` token for token, or None."""
+        if point.method != "judge" or not isinstance(rule, JudgeRule):
             return None
-        cut, limit = float(threshold_logit(point.params[0])), point.max_judged
+        cut, limit = rule.cut, rule.max_judged
         for run in self.by_question.get(qid, ()):
             lo, hi = (-math.inf if run["judge_margin"][0] is None else run["judge_margin"][0],
                       math.inf if run["judge_margin"][1] is None else run["judge_margin"][1])
-            if _same_under_limits(run, OperatingPoint.parse(run["spec"]).max_judged, limit) and lo < cut <= hi:
+            if _same_under_limits(run, self._limit(run["spec"]), limit) and lo < cut <= hi:
                 return {**run, "spec": point.spec, "reused_from": run.get("reused_from", run["spec"])}
         return None
 
