@@ -19,8 +19,8 @@ A budget needs enough questions: 0 changes in 299 bound the share at 1%; with fe
 refuses before loading anything and says how many it needs. A judge run at one threshold answers
 every threshold inside its threshold margin without decoding again (:mod:`.runner`), so a dense
 ladder costs little more than a sparse one; the lossless runs score the judge too (at threshold 0,
-accepting nothing), so a candidate decodes only the questions where it accepts a mismatch. Runs go to ``OUT_DIR/runs.jsonl`` and resume like
-``eval``'s.
+accepting nothing), so a candidate decodes only the questions where it accepts a mismatch. Runs go
+to ``OUT_DIR/runs.jsonl`` and resume like ``eval``'s.
 
 The judge is written to ``--out`` with the chosen threshold as its default and the certificate in
 its metadata (questions and their ids, changes, bounds, budgets, K, dtype, token budget and the

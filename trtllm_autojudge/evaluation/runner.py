@@ -118,7 +118,7 @@ def run_points(
     if other is not None:
         raise ValueError(f"{runs_path} holds judge runs decided by --accept-impl {other.get('accept_impl', 'python')}, "
                          f"this run asks for {accept_impl}: give another output folder")
-    margins = MarginIndex(judge, runs)
+    margins = MarginIndex(judge_id, runs, None if judge is None else judge.meta.get("max_judged"))
     todo = [(q, [p for p in points if (p.spec, q.qid) not in done]) for q in questions]
     bar = tqdm(total=sum(len(ps) for _, ps in todo), desc="eval", unit="run", disable=not progress, file=sys.stderr)
     for q, ps in todo:
@@ -196,10 +196,9 @@ class MarginIndex:
     """The judge runs of one judge, by question, with their threshold margins: which run answers
     a judge point without decoding again (module docstring)."""
 
-    def __init__(self, judge: JudgeHead | None, runs: list[dict]):
-        self.judge_id = None if judge is None else judge.fingerprint()
-        self.default_limit = None if judge is None else judge.meta.get("max_judged")  # of the point "judge"
-        self.by_question = {}
+    def __init__(self, judge_id: str | None, runs: list[dict], default_limit: int | None = None):
+        # default_limit: the judge file's own per-response limit, that of its default point "judge"
+        self.judge_id, self.default_limit, self.by_question = judge_id, default_limit, {}
         for r in runs:
             self.add(r)
 
