@@ -80,15 +80,15 @@ def test_a_certificate_missing_fields_is_refused():
                                           ("judge_gsm8k_program_stock.safetensors", "DT-DT1-DT2-LS")])
 def test_the_program_tasks_judges_ship_certified(asset, setup):
     """Both shipped program judges default to the threshold their certificate proves, within 1% at
-    95% on 300+ questions of the task, for the embedded pair in bf16 at K = 16; the stock route's is
+    95% on 300+ questions of the task (the stock route's from 4 changes in 1,038), for the embedded pair in bf16 at K = 16; the stock route's is
     target-only."""
     from trtllm_autojudge.judge.head import JudgeHead
     from trtllm_autojudge.tasks.base import ASSETS
     head = JudgeHead.load(ASSETS / asset)
     c = Certificate.from_meta(head.meta.get("certificate"))
     assert c is not None and c.threshold == head.threshold
-    assert c.questions >= 299 and c.answers_changed == 0 and c.answer_change_bound <= c.max_answer_change <= 0.01
-    assert c.answer_change_bound == pytest.approx(upper_bound(0, c.questions))
+    assert c.questions >= 299 and c.answer_change_bound <= c.max_answer_change <= 0.01
+    assert c.answer_change_bound == pytest.approx(upper_bound(c.answers_changed, c.questions))
     assert (c.task, c.dtype, c.k, c.tree, c.max_new_tokens) == ("gsm8k-program", "bfloat16", 16, None, 320)
     assert len(c.question_ids) == c.questions
     if setup is not None:

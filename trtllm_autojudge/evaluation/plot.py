@@ -64,7 +64,7 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8.5, 4.8), dpi=120)
+    fig = Figure(figsize=(8.5, 5.6), dpi=120)
     ax = fig.add_subplot()
     for name, rows in series.items():
         full = max((r["questions"] for r in rows), default=0)
@@ -86,7 +86,7 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
     ax.set_xlabel("95% upper bound on the share of answers changed (Clopper-Pearson)")
     ax.set_ylabel("tokens per target forward / lossless's")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below the axes: off the points
     ax.set_title(textwrap.fill(title or "gain against certificate", 90), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
