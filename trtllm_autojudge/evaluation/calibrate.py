@@ -16,7 +16,8 @@ the first bad one in the sequence passes), and a candidate stops as soon as its 
 can no longer stay within its budget, so a failing candidate costs a few questions.
 
 A budget needs enough questions: 0 changes in 299 bound the share at 1%; with fewer the verb
-refuses before loading anything and says how many it needs. A judge run at one threshold answers
+refuses before loading anything and says how many it needs. More questions let a few changes
+through (4 in 1,038 at 1%), which certifies larger thresholds for a judge whose changes are rare. A judge run at one threshold answers
 every threshold inside its threshold margin without decoding again (:mod:`.runner`), so a dense
 ladder costs little more than a sparse one; the lossless runs score the judge too (at threshold 0,
 accepting nothing), so a candidate decodes only the questions where it accepts a mismatch. Runs go
