@@ -17,8 +17,10 @@ can no longer stay within its budget, so a failing candidate costs a few questio
 
 A budget needs enough questions: 0 changes in 299 bound the share at 1%; with fewer the verb
 refuses before loading anything and says how many it needs. More questions let a few changes
-through (4 in 1,038 at 1%), which certifies larger thresholds for a judge whose changes are rare. A judge run at one threshold answers
-every threshold inside its threshold margin without decoding again (:mod:`.runner`), so a dense
+through (2 in 690, 4 in 1,038 at 1%), which certifies larger thresholds for a judge whose changes
+are rare; calibrate once on the set you mean to use (growing it after a look tests the first
+questions twice). A judge run at one threshold answers every threshold inside its threshold margin
+without decoding again (:mod:`.runner`), so a dense
 ladder costs little more than a sparse one; the lossless runs score the judge too (at threshold 0,
 accepting nothing), so a candidate decodes only the questions where it accepts a mismatch. Runs go
 to ``OUT_DIR/runs.jsonl`` and resume like ``eval``'s.
