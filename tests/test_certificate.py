@@ -50,7 +50,7 @@ def certificate(**changes) -> Certificate:
 
 
 RUN = dict(task="gsm8k-program", dtype="bfloat16", k=16, tree=None, max_new_tokens=320, pair="t-d", threshold=0.01,
-           max_judged=None, veto=[])
+           max_judged=None, veto=[], min_run=None)
 
 
 def test_certificate_round_trip_and_where_it_applies():
@@ -67,6 +67,17 @@ def test_certificate_round_trip_and_where_it_applies():
     line = c.summary()
     assert "answers changed <= 0.86%" in line and "0 changed and 0 gold losses in 348 calibration questions" in line
     assert "K = 16" in line and "calib.jsonl" in line
+
+
+
+def test_a_certificate_records_the_minimum_run():
+    """A judge's minimum run is part of what is certified; certificates made before it existed read as none."""
+    old = {k: v for k, v in certificate().as_meta().items() if k != "min_run"}
+    assert Certificate.from_meta(old).min_run is None
+    c = certificate(min_run=4)
+    assert Certificate.from_meta(c.as_meta()) == c
+    assert c.mismatches(**{**RUN, "min_run": 4}) == [] and c.mismatches(**RUN) == ["min_run None (certified: 4)"]
+    assert "judged acceptances opening at least 4 tokens" in c.summary()
 
 
 def test_a_certificate_missing_fields_is_refused():

@@ -112,11 +112,13 @@ def test_dry_run_needs_the_judge_file(tmp_path):
 
 @pytest.mark.parametrize("route", ["context", "stock"])
 def test_a_judge_the_plugin_cannot_compute_is_refused_naming_the_route(tmp_path, route):
-    """Every route judges with the plugin: offline-only blocks (TT) and a per-response limit in the
-    judge's default operating point (calibrate --max-judged) are refused before anything is built."""
+    """Every route judges with the plugin: offline-only blocks (TT), a per-response limit and a
+    minimum run in the judge's default operating point (calibrate --max-judged, --min-run) are
+    refused before anything is built."""
     name = f"the {route} route"
     for setup, meta, why in [("DT-TT", {}, "the TensorRT plugin computes the blocks"),
-                             ("DT-DT1-DT2-LS", {"max_judged": 3}, "limits a response to 3 judged acceptances")]:
+                             ("DT-DT1-DT2-LS", {"max_judged": 3}, "limits a response to 3 judged acceptances"),
+                             ("DT-DT1-DT2-LS", {"min_run": 4}, "open at least 4 tokens")]:
         F = feature_dim(setup, 16, 32)
         path = tmp_path / f"judge-{setup}-{len(meta)}.safetensors"
         JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 16, 32, meta=meta).save(path)

@@ -79,6 +79,8 @@ def test_lookahead_judges_export_for_the_plugin_but_not_with_a_veto():
     limited = dataclasses.replace(head, meta={"max_judged": 4})
     with pytest.raises(ValueError, match="limits a response to 4 judged acceptances .*calibrate without --max-judged"):
         plugin_fields(limited)
+    with pytest.raises(ValueError, match="open at least 4 tokens .*calibrate without --min-run"):
+        plugin_fields(dataclasses.replace(head, meta={"min_run": 4}))
 
 
 def test_vllm_judge_config_keys_and_score(trained):

@@ -5,7 +5,7 @@ import argparse
 
 from .decoding.loading import load_pair
 from .decoding.speculative import speculative_generate
-from .evaluation.common import add_decoding_args, apply_veto, draft_tree, load_judge, settle_k
+from .evaluation.common import add_decoding_args, apply_rule_options, draft_tree, load_judge, settle_k
 from .evaluation.runner import fused_for
 from .evaluation.methods import OperatingPoint
 from .models.loading import add_model_args
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     task = task_from_args(args)
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
-    judge = apply_veto(load_judge(args, target, draft, required=point.method == "judge", task=task), args.veto, tokenizer)
+    judge = apply_rule_options(load_judge(args, target, draft, required=point.method == "judge", task=task), args, tokenizer)
     rule = point.rule(judge)
     try:
         fused = fused_for(rule, args.accept_impl)

@@ -24,8 +24,8 @@ from ..judge.head import INFERENCE_BLOCKS, JudgeHead
 from ..judge.lookahead import node_lookahead
 from ..judge.veto import veto_table
 from ..spec.acceptance import Acceptance
-from .rules import (check_threshold, judge_relaxed, limit_judged, mtp_relaxed, threshold_logit, topk_relaxed,
-                    typical_relaxed)
+from .rules import (check_threshold, exact_runs, judge_relaxed, limit_judged, mtp_relaxed, threshold_logit,
+                    topk_relaxed, typical_relaxed)
 from .tree import DraftTree
 
 
@@ -68,7 +68,12 @@ class JudgeRule:
     ``max_judged`` (None: no limit) caps the judged acceptances of one response: once a response has
     that many, the rest of it is decoded losslessly (:func:`.rules.limit_judged` within a cycle).
     A judge file with a token veto (:mod:`..judge.veto`) never has its verdict asked on a mismatch
-    whose draft or target token is vetoed: such a node is rejected at every threshold.
+    whose draft or target token is vetoed: such a node is rejected at every threshold. A judge file
+    with a minimum run (``meta["min_run"]`` = m, ``--min-run``) never has its verdict asked on a
+    mismatch that would open fewer than m tokens through the exact matches below it
+    (:func:`.rules.exact_runs`): a judged acceptance costs the same risk wherever it falls, so the
+    rule spends it only where it buys at least m tokens. Both depend on the draft, not on the
+    threshold, so the threshold margin (module docstring) holds as it is.
     """
 
     def __init__(self, head: JudgeHead, threshold: float | None = None, max_judged: int | None = None):
@@ -82,6 +87,7 @@ class JudgeRule:
         check_threshold(self.threshold, 1)  # here, not per cycle: a cycle without a mismatch never reaches judge_relaxed
         self.cut = float(threshold_logit(self.threshold))
         self.max_judged = max_judged
+        self.min_run = head.min_run
         self._veto: np.ndarray | None = None  # [V] bool, built at the first cycle (the vocabulary size is the logits')
         self.needs_draft_hidden = head.needs_draft_hidden
         self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
@@ -126,7 +132,12 @@ class JudgeRule:
         return relaxed
 
     def judgeable(self, ctx: VerifyContext, nodes: np.ndarray) -> np.ndarray:  # [M] -> [M'] int64
-        """The mismatching ``nodes`` whose draft and target tokens are both outside the judge's veto."""
+        """The mismatching ``nodes`` whose draft and target tokens are both outside the judge's veto,
+        and that open a run of at least the judge's minimum run."""
+        if self.min_run > 1 and len(nodes):
+            exact = np.ones((1, ctx.tree.num_nodes + 1), bool)  # [1, N+1]
+            exact[0, ctx.mismatches()] = False
+            nodes = nodes[exact_runs(exact, ctx.parents)[0, nodes] >= self.min_run]
         veto = self.head.meta.get("veto")
         if not veto or len(nodes) == 0:
             return nodes
@@ -151,12 +162,12 @@ class JudgeRule:
     @property
     def fusable(self) -> bool:
         """Whether ``torch.ops.autojudge.accept`` implements this judge: any setup of the blocks the
-        compiled core computes (spec/judge_blocks.py: DT, DD, DT1, DT2, DD1, LS), without a token veto
-        or a per-response limit."""
+        compiled core computes (spec/judge_blocks.py: DT, DD, DT1, DT2, DD1, LS), without a token veto,
+        a per-response limit or a minimum run."""
         from ..spec.judge_blocks import BLOCK_CODES
 
         return (all(b in BLOCK_CODES for b in self.head.blocks) and not self.head.meta.get("veto")
-                and self.max_judged is None)
+                and self.max_judged is None and self.min_run == 1)
 
     def accept_fused(self, ctx: VerifyContext, paths: np.ndarray) -> Acceptance:
         """Judge + path walk in one ``torch.ops.autojudge.accept`` call (CUDA kernel or C++ host core);

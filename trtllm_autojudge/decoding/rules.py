@@ -14,7 +14,8 @@ decides the mismatches:
 The lossless mode uses no rule (``relaxed=None``).
 
 ``limit_judged`` caps any relaxed mask at a number of judged nodes per path (the per-response
-limit on judged acceptances, :class:`.modes.JudgeRule` ``max_judged``).
+limit on judged acceptances, :class:`.modes.JudgeRule` ``max_judged``). ``exact_runs`` counts the
+tokens a node opens through the exact matches below it (the judge's minimum run, ``min_run``).
 """
 from __future__ import annotations
 
@@ -125,3 +126,25 @@ def limit_judged(
         above = np.where(parents[:, n] >= 0, count[np.arange(relaxed.shape[0]), np.maximum(parents[:, n], 0)], 0)
         count[:, n] = above + relaxed[:, n]
     return relaxed & (count <= remaining[:, None])
+
+
+def exact_runs(
+    exact: np.ndarray,  # [B, N+1] bool: node n's draft token is the target's greedy child of its parent
+    parents: np.ndarray,  # [B, N+1] int: parent of each node, -1 for the root and unused nodes
+) -> np.ndarray:  # [B, N+1] int64
+    """The run a node opens if it is accepted: 1 (the node) + the longest chain of exact matches
+    below it in the tree. A judged acceptance at node n buys ``runs[n]`` draft tokens before the
+    walk meets another mismatch or the end of the draft, whatever the judge says there.
+
+    Parents precede children (:class:`.tree.DraftTree`), so one pass in reverse node order settles
+    every child before its parent.
+    """
+    exact, parents = np.asarray(exact, bool), np.asarray(parents)
+    if exact.shape != parents.shape or exact.ndim != 2:
+        raise ValueError(f"exact and parents must both be [B, N+1], got {exact.shape} and {parents.shape}")
+    runs = np.ones(exact.shape, np.int64)  # [B, N+1]
+    for n in range(exact.shape[1] - 1, 0, -1):
+        rows = np.flatnonzero(exact[:, n] & (parents[:, n] >= 0))
+        up = parents[rows, n]
+        runs[rows, up] = np.maximum(runs[rows, up], runs[rows, n] + 1)
+    return runs

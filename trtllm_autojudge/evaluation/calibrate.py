@@ -47,7 +47,7 @@ from ..decoding.loading import load_pair
 from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
-from .common import (add_decoding_args, apply_veto, draft_tree, judge_path, judge_record, judge_thresholds,
+from .common import (add_decoding_args, apply_rule_options, draft_tree, judge_path, judge_record, judge_thresholds,
                      load_judge_file, question_set, questions_from, settle_k)
 from .methods import OperatingPoint
 from .plot import plot_frontier
@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
     judge_file = judge_path(args, required=True, task=task)
-    judge = apply_veto(load_judge_file(judge_file, target, draft), args.veto, tokenizer)
+    judge = apply_rule_options(load_judge_file(judge_file, target, draft), args, tokenizer)
     candidates = judge_thresholds(args.thresholds, judge, CALIBRATION_HARM_CAPS)
     if args.thresholds.strip() == "auto":
         candidates.append(judge.threshold)
@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
         gold_drop_bound=best["gold_drop_bound"], max_gold_drop=args.max_gold_drop, confidence=CONFIDENCE,
         task=task.name, dtype=dtype_name(target.dtype), k=args.k if args.tree is None else None, tree=args.tree,
         max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft),
-        veto=judge.meta.get("veto", {}).get("classes", []))
+        veto=judge.meta.get("veto", {}).get("classes", []), min_run=judge.meta.get("min_run"))
     compact = {"label_threshold": label_threshold, "command": record["command"],
                "candidates": [{k: r[k] for k in ("threshold", "certified", "questions", "answers_changed", "gold_losses",
                                                  "vs_lossless")} for r in rows]}

@@ -105,6 +105,7 @@ class Certificate:
     max_new_tokens: int
     pair: str  # pair_fingerprint of the models calibrated with
     veto: list[str]  # the judge's token veto classes (judge/veto.py; [] for none)
+    min_run: int | None = None  # tokens a judged acceptance must open (decoding/modes.py JudgeRule; None: any)
 
     def as_meta(self) -> dict:
         return asdict(self)
@@ -115,15 +116,16 @@ class Certificate:
         if not meta:
             return None
         names = {f.name for f in fields(cls)}
-        missing = names - set(meta)
+        missing = names - set(meta) - {"min_run"}  # certificates made before the minimum run existed have none
         if missing:
             raise ValueError(f"the judge file's certificate lacks {sorted(missing)}: calibrate the judge again")
-        return cls(**{k: meta[k] for k in names})
+        return cls(**{k: meta[k] for k in names if k in meta})
 
     def summary(self) -> str:
         """One line a user reads: what is certified, on what."""
         limit = "" if self.max_judged is None else f", at most {self.max_judged} judged acceptances per response"
         limit += f", {'/'.join(self.veto)} vetoed" if self.veto else ""
+        limit += f", judged acceptances opening at least {self.min_run} tokens" if self.min_run else ""
         where = self.question_set.get("questions") or (f"{self.question_set.get('split')} templates, seed "
                                                         f"{self.question_set.get('seed')}")
         return (f"threshold {self.threshold:g}{limit}: answers changed <= {self.answer_change_bound:.2%} and gold drop "
@@ -133,10 +135,12 @@ class Certificate:
                 f"{'K = ' + str(self.k) if self.tree is None else 'tree ' + self.tree}, {self.max_new_tokens} new tokens)")
 
     def mismatches(self, *, task: str, dtype: str, k: int | None, tree: str | None, max_new_tokens: int,
-                   pair: str | None, threshold: float, max_judged: int | None, veto: list[str]) -> list[str]:
+                   pair: str | None, threshold: float, max_judged: int | None, veto: list[str],
+                   min_run: int | None) -> list[str]:
         """How a run differs from what was certified; empty when the certificate applies to it."""
         mine = {"task": task, "dtype": dtype, "k": k if tree is None else None, "tree": tree,
-                "max_new_tokens": max_new_tokens, "threshold": threshold, "max_judged": max_judged, "veto": veto}
+                "max_new_tokens": max_new_tokens, "threshold": threshold, "max_judged": max_judged, "veto": veto,
+                "min_run": min_run}
         if pair is not None:
             mine["pair"] = pair
         out = []

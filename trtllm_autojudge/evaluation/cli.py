@@ -23,7 +23,7 @@ from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate
-from .common import (add_decoding_args, apply_veto, certificate_lines, draft_tree, judge_certificate, judge_path,
+from .common import (add_decoding_args, apply_rule_options, certificate_lines, draft_tree, judge_certificate, judge_path,
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
                      refuse_calibration_questions, settle_k)
 from .methods import OperatingPoint, judge_points
@@ -99,7 +99,7 @@ def main_eval(argv: list[str]) -> int:
                                      [problem_id(p.question) for p in problems], "eval")
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
-    judge = apply_veto(None if judge_file is None else load_judge_file(judge_file, target, draft), args.veto, tokenizer)
+    judge = apply_rule_options(None if judge_file is None else load_judge_file(judge_file, target, draft), args, tokenizer)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
     certificate, mismatches = judge_certificate(judge, target, draft, task, args.k if args.tree is None else None,
@@ -187,7 +187,7 @@ def main_bench(argv: list[str]) -> int:
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
     files = [judge_path(args, required=True, task=task), *args.compare_judge]
-    judges = [apply_veto(load_judge_file(path, target, draft), args.veto, tokenizer) for path in files]
+    judges = [apply_rule_options(load_judge_file(path, target, draft), args, tokenizer) for path in files]
     questions = questions_from(problems, tokenizer, task)
     tree = draft_tree(args)
     rules = [JudgeRule.at_default(judges[0], args.threshold)] + [JudgeRule.at_default(judge) for judge in judges[1:]]
@@ -199,7 +199,7 @@ def main_bench(argv: list[str]) -> int:
                                            "tree": args.eagle_tree, "k": None})
         settle_k(eagle_args, eagle)
         files.append(judge_path(eagle_args, required=True, task=task))
-        judges.append(apply_veto(load_judge_file(files[-1], target, eagle), args.veto, tokenizer))
+        judges.append(apply_rule_options(load_judge_file(files[-1], target, eagle), args, tokenizer))
         modes += speculative_modes(target, eagle, draft_tree(eagle_args), [JudgeRule.at_default(judges[-1],
                                    args.eagle_threshold)], args.max_new_tokens, args.accept_impl, prefix="eagle-")
     if args.assisted:

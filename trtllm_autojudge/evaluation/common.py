@@ -43,6 +43,9 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--veto", default=None, metavar="CLASSES",
                    help=f"token classes the judge never accepts a mismatch on, comma-separated ({', '.join(VETO_CLASSES)}; "
                         "judge/veto.py): added to the judge file's own veto")
+    g.add_argument("--min-run", type=int, default=None, metavar="M",
+                   help="ask the judge only about mismatches that open at least M tokens through the exact matches "
+                        "below them (decoding/modes.py JudgeRule): replaces the judge file's own minimum run; 1 for none")
 
 
 def settle_k(args: argparse.Namespace, drafter) -> None:
@@ -176,7 +179,7 @@ def judge_certificate(judge: JudgeHead | None, target, draft, task: Task, k: int
     return certificate, certificate.mismatches(
         task=task.name, dtype=dtype_name(target.dtype), k=k, tree=tree, max_new_tokens=max_new_tokens,
         pair=pair_fingerprint(target, draft), threshold=certificate.threshold, max_judged=certificate.max_judged,
-        veto=judge.meta.get("veto", {}).get("classes", []))
+        veto=judge.meta.get("veto", {}).get("classes", []), min_run=judge.meta.get("min_run"))
 
 
 def certificate_lines(certificate: Certificate | None, mismatches: list[str]) -> str:
@@ -199,9 +202,23 @@ def refuse_calibration_questions(certificate: Certificate | None, qids: list[str
                          f"(python build_scripts/heldout_questions.py --exclude CALIBRATION.jsonl ...)")
 
 
-def apply_veto(judge: JudgeHead | None, text: str | None, tokenizer) -> JudgeHead | None:
+def apply_rule_options(judge: JudgeHead | None, args: argparse.Namespace, tokenizer) -> JudgeHead | None:
+    """``judge`` with the options of :func:`add_decoding_args` that change its verdicts: ``--veto``
+    and ``--min-run``."""
+    if judge is None:
+        return judge
+    if args.min_run is not None:
+        if args.min_run < 1:
+            raise SystemExit(f"--min-run is a number of tokens a judged acceptance must open: give 1 (any) or more, "
+                             f"got {args.min_run}")
+        meta = {k: v for k, v in judge.meta.items() if k != "min_run"}
+        judge = replace(judge, meta=meta if args.min_run == 1 else {**meta, "min_run": args.min_run})
+    return _apply_veto(judge, args.veto, tokenizer)
+
+
+def _apply_veto(judge: JudgeHead, text: str | None, tokenizer) -> JudgeHead:
     """``judge`` with the token classes of ``--veto`` (comma-separated) added to its own veto."""
-    if judge is None or not text:
+    if not text:
         return judge
     classes = sorted({c.strip() for c in text.split(",") if c.strip()} | set(judge.meta.get("veto", {}).get("classes", ())))
     try:

@@ -40,6 +40,10 @@ def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
         return (f"its default operating point limits a response to {head.meta['max_judged']} judged acceptances "
                 f"(max_judged), which the {fmt} format, deciding each cycle on its own, does not apply (only the "
                 f"Python rule does): use a judge file without that limit (calibrate without --max-judged)")
+    if fmt in ("plugin", "vllm") and head.min_run > 1:
+        return (f"its default operating point asks a judged acceptance to open at least {head.min_run} tokens "
+                f"(min_run), which the {fmt} format does not apply (only the Python rule does): use a judge file "
+                f"without it (calibrate without --min-run)")
     if fmt == "vllm" and head.setup != "DT":
         return (f"the research code's vLLM JudgeConfig takes setup DT only (the target's hidden state), this judge "
                 f"has setup {head.setup}: train with --setup DT")

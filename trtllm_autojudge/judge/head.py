@@ -82,6 +82,9 @@ class JudgeHead:
             raise ValueError(f"judge intercept must be finite, got {self.intercept}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"judge threshold must lie in [0, 1], got {self.threshold}")
+        run = self.meta.get("min_run")
+        if run is not None and (isinstance(run, bool) or not isinstance(run, int) or run < 2):
+            raise ValueError(f"judge min_run must be a whole number of tokens >= 2 (absent: no minimum), got {run!r}")
 
     @property
     def blocks(self) -> list[str]:
@@ -100,6 +103,11 @@ class JudgeHead:
         """Draft tokens a node needs after it for a verdict (0 without lookahead blocks)."""
         return max((WINDOW_TOKENS_AFTER.get(b, 0) for b in self.blocks), default=0)
 
+    @property
+    def min_run(self) -> int:
+        """Tokens a judged acceptance must open (``meta["min_run"]``, decoding/modes.py JudgeRule; 1: any)."""
+        return self.meta.get("min_run") or 1
+
     def folded(self) -> tuple[np.ndarray, float]:
         """(w [F] float32, c): the scaler folded into one dot product."""
         w = (self.coef.astype(np.float64) / self.scale).astype(np.float32)
@@ -114,7 +122,8 @@ class JudgeHead:
         return features.astype(np.float64) @ w.astype(np.float64) + c
 
     def fingerprint(self) -> str:
-        """16 hex digits of SHA-256 over what decides the verdicts (setup, sizes, weights, threshold, veto):
+        """16 hex digits of SHA-256 over what decides the verdicts (setup, sizes, weights, threshold, veto,
+        minimum run):
         results record it, so a later run can tell which judge made them."""
         return self._hash(f"|{self.threshold!r}")
 
@@ -129,6 +138,8 @@ class JudgeHead:
             h.update(a.tobytes())
         if self.meta.get("veto"):  # a token veto (judge/veto.py) decides verdicts too
             h.update(np.asarray(self.meta["veto"]["token_ids"], np.int64).tobytes())
+        if self.min_run > 1:  # so does a minimum run (JudgeRule)
+            h.update(f"|min_run {self.min_run}".encode())
         return h.hexdigest()[:16]
 
     def describe(self) -> dict:
@@ -137,6 +148,8 @@ class JudgeHead:
         described = {"fingerprint": self.fingerprint(), "setup": self.setup, "default_threshold": self.threshold,
                      "val_roc_auc": metrics.get("val_roc_auc"), "labels": metrics.get("label_counts"),
                      "dtype": self.meta.get("dtype", "float32")}
+        if self.min_run > 1:  # a rule of its verdicts (decoding/modes.py JudgeRule)
+            described["min_run"] = self.min_run
         if certificate:  # the default was certified by `trtllm-autojudge calibrate` (evaluation/certificate.py)
             described["certificate"] = {k: v for k, v in certificate.items() if k != "question_ids"}
         return described

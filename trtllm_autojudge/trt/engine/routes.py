@@ -3,9 +3,9 @@ the others, which ``build-engines`` and the routes' runtimes give before anythin
 
 Every route computes the judge with the AutoJudgeAccept plugin, so a judge must be exportable to it
 (:func:`trtllm_autojudge.judge.export.unsupported_reason`: blocks of
-:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto), and its default operating
-point must not limit the judged acceptances of a response (``max_judged``, ``calibrate
---max-judged``): the plugin decides each cycle on its own. Beyond that a route runs a setup when it
+:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto, no minimum run), and its
+default operating point must not limit the judged acceptances of a response (``max_judged``,
+``calibrate --max-judged``): the plugin decides each cycle on its own. Beyond that a route runs a setup when it
 can feed every input the setup's blocks read:
 
 - the context route feeds the draft's hidden states (``autojudge_draft_hidden``, blocks DD and DD1,

@@ -66,6 +66,8 @@ class JudgeScorer:
             unapplied.append(f"a token veto (classes {head.meta['veto'].get('classes')})")
         if head.meta.get("max_judged") is not None:
             unapplied.append(f"a limit of {head.meta['max_judged']} judged acceptances per response (max_judged)")
+        if head.min_run > 1:
+            unapplied.append(f"a minimum run of {head.min_run} tokens per judged acceptance (min_run)")
         if unapplied:
             raise ValueError(f"this judge's default operating point has {' and '.join(unapplied)}, which "
                              f"torch.ops.autojudge.accept and the reference path here do not apply (only the Python "

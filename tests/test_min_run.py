@@ -1,0 +1,104 @@
+"""The judge's minimum run: the tokens a node opens through exact matches, and a judge that never
+accepts a mismatch opening fewer than its minimum."""
+import argparse
+
+import numpy as np
+import pytest
+
+from test_speculative import MAX_NEW, prompts
+from tiny_models import tiny_pair
+from trtllm_autojudge.decoding.modes import JudgeRule
+from trtllm_autojudge.decoding.rules import exact_runs
+from trtllm_autojudge.decoding.speculative import speculative_generate
+from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.evaluation.common import apply_rule_options
+from trtllm_autojudge.judge.export import unsupported_reason
+from trtllm_autojudge.judge.head import JudgeHead, feature_dim
+
+
+def brute_runs(exact: np.ndarray, parents: np.ndarray) -> np.ndarray:  # [N+1] for one sequence
+    """1 + the longest downward chain of exact matches from each node, by walking every descendant path."""
+    children = {n: [c for c in range(len(parents)) if parents[c] == n] for n in range(len(parents))}
+
+    def run(n):
+        return 1 + max((run(c) for c in children[n] if exact[c]), default=0)
+
+    return np.array([run(n) for n in range(len(parents))])
+
+
+@pytest.mark.parametrize("branching", [[1] * 7, [2, 2, 1, 1], [3, 1, 2]])
+def test_exact_runs_match_a_walk_of_every_path(branching):
+    tree = DraftTree.static(branching)
+    rng = np.random.default_rng(sum(branching) * 7 + len(branching))
+    parents = np.tile(np.asarray(tree.parents), (5, 1))  # [B, N+1]
+    exact = rng.random(parents.shape) < 0.7  # [B, N+1]
+    exact[:, 0] = False
+    runs = exact_runs(exact, parents)
+    for b in range(parents.shape[0]):
+        assert runs[b].tolist() == brute_runs(exact[b], parents[b]).tolist()
+    with pytest.raises(ValueError, match=r"\[B, N\+1\]"):
+        exact_runs(exact[:, 1:], parents)
+
+
+def accept_all_judge(target, draft, **meta) -> JudgeHead:
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    return JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), -100.0, "DT", draft.hidden_size, target.hidden_size, 0.5,
+                     meta=meta)
+
+
+class Recording(JudgeRule):
+    """A JudgeRule that keeps, per cycle, its relaxed mask and the exact matches of the draft."""
+
+    def __init__(self, head):
+        super().__init__(head)
+        self.cycles = []  # (relaxed [N+1], exact [N+1], parents [N+1])
+
+    def __call__(self, ctx):
+        relaxed = super().__call__(ctx)
+        exact = np.ones(ctx.tree.num_nodes + 1, bool)
+        exact[ctx.mismatches()] = False
+        exact[0] = False
+        self.cycles.append((relaxed[0].copy(), exact, ctx.parents[0].copy()))
+        return relaxed
+
+
+@pytest.mark.parametrize("tree", [DraftTree.chain(6), DraftTree.static([2, 2, 1, 1])], ids=["chain", "tree"])
+def test_a_judge_with_a_minimum_run_accepts_only_long_runs(tree):
+    """An accept-everything judge relaxes mismatches opening 1 or 2 tokens; with min_run 3 it
+    relaxes none of them and keeps every one opening 3 or more."""
+    target, draft = tiny_pair(seed=0)
+    free, held = Recording(accept_all_judge(target, draft)), Recording(accept_all_judge(target, draft, min_run=3))
+    for prompt in prompts(4):
+        for rule in (free, held):
+            speculative_generate(target, draft, prompt, tree=tree, rule=rule, max_new_tokens=MAX_NEW)
+    short = long = 0
+    for relaxed, exact, parents in free.cycles:
+        runs = brute_runs(exact, parents)
+        short += int((relaxed & (runs < 3)).sum())
+    for relaxed, exact, parents in held.cycles:
+        runs = brute_runs(exact, parents)
+        assert not (relaxed & (runs < 3)).any()
+        mismatch = ~exact
+        mismatch[0] = False
+        assert (relaxed[mismatch & (runs >= 3)]).all()  # the minimum is the only thing that holds the judge back
+        long += int(relaxed.sum())
+    assert short > 0 and long > 0
+
+
+def test_the_minimum_run_is_part_of_the_judge():
+    """It changes the fingerprint, keeps the judge out of the compiled core and the exports, is set
+    (or cleared) by --min-run, and is refused below 2 in a file."""
+    target, draft = tiny_pair(seed=0)
+    head, held = accept_all_judge(target, draft), accept_all_judge(target, draft, min_run=4)
+    assert held.min_run == 4 and head.min_run == 1
+    assert held.fingerprint() != head.fingerprint() and held.weights_fingerprint() != head.weights_fingerprint()
+    assert JudgeRule(head).fusable and not JudgeRule(held).fusable
+    assert "min_run" in unsupported_reason(held, "plugin") and unsupported_reason(head, "plugin") is None
+    with pytest.raises(ValueError, match="min_run must be a whole number"):
+        accept_all_judge(target, draft, min_run=1)
+    args = lambda m: argparse.Namespace(min_run=m, veto=None)  # noqa: E731
+    assert apply_rule_options(head, args(4), None).meta["min_run"] == 4
+    assert "min_run" not in apply_rule_options(held, args(1), None).meta
+    assert apply_rule_options(held, args(None), None).min_run == 4
+    with pytest.raises(SystemExit, match="--min-run"):
+        apply_rule_options(head, args(0), None)
