@@ -156,11 +156,14 @@ def test_refusals_write_nothing(core):
     p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     for draft_lens, status in ((np.array([5], np.int32), 2), (np.array([1], np.int32), 2)):  # out of range; 2 rows != 3
         got = lib.autojudge_host_rewrite_tree_logits(3, 4, 0, p(logits), p(argmax), p(judge_logit), 1, 2, p(draft_tokens),
-                                                     p(draft_lens), 3, 3, p(paths), p(threshold), p(out))
+                                                     p(draft_lens), 3, 3, p(paths), p(threshold), 1, p(out))
         assert got == status and (out == 7.0).all()
     got = lib.autojudge_host_rewrite_tree_logits(3, 4, 0, p(logits), p(argmax), p(judge_logit), 1, 2, p(draft_tokens),
-                                                 p(np.array([2], np.int32)), 3, 3, None, p(threshold), p(out))
+                                                 p(np.array([2], np.int32)), 3, 3, None, p(threshold), 1, p(out))
     assert got == 1 and (out == 7.0).all()  # paths missing
+    got = lib.autojudge_host_rewrite_tree_logits(3, 4, 0, p(logits), p(argmax), p(judge_logit), 1, 2, p(draft_tokens),
+                                                 p(np.array([2], np.int32)), 3, 3, p(paths), p(threshold), 0, p(out))
+    assert got == 1 and (out == 7.0).all()  # min_run below 1
     first, refused = np.full(1, 9, np.int32), np.full(1, 9, np.int32)
     assert lib.autojudge_host_segment_tree_step(4, 1, 2, p(draft_tokens), p(np.array([2], np.int32)), 3, 3, p(paths),
                                                 p(first), p(refused)) == 2

@@ -615,9 +615,10 @@ void checkCreators()
         {"judge_bias", PluginFieldType::kFLOAT32}, {"feature_blocks", PluginFieldType::kINT32},
         {"target_hidden", PluginFieldType::kINT32}, {"draft_hidden", PluginFieldType::kINT32},
         {"max_path_len", PluginFieldType::kINT32}, {"output_mode", PluginFieldType::kINT32},
-        {"threshold", PluginFieldType::kFLOAT32}, {"feature_setup", PluginFieldType::kINT32}};
+        {"threshold", PluginFieldType::kFLOAT32}, {"min_run", PluginFieldType::kINT32},
+        {"feature_setup", PluginFieldType::kINT32}};
     expect(names != nullptr && names->nbFields == static_cast<int32_t>(expected.size()),
-        "getFieldNames: 9 fields (feature_setup: the first contract's, still accepted)");
+        "getFieldNames: 10 fields (feature_setup: the first contract's, still accepted)");
     for (int32_t i = 0; i < names->nbFields; ++i)
     {
         auto const it = expected.find(names->fields[i].name);
@@ -739,6 +740,7 @@ void checkRejectBadFields()
         {"max_path_len value", 0, 0, [](Fields& f) { f.ints("max_path_len", {0}); }, "'max_path_len' is 0"},
         {"threshold above 1", 0, 1, [](Fields& f) { f.floats("threshold", {1.5f}); }, "must lie in [0, 1]"},
         {"threshold NaN", 0, 0, [](Fields& f) { f.floats("threshold", {std::nanf("")}); }, "must lie in [0, 1]"},
+        {"min_run value", 0, 0, [](Fields& f) { f.ints("min_run", {0}); }, "'min_run' is 0; it must be >= 1"},
     };
     for (Case const& c : cases)
     {
@@ -1037,7 +1039,7 @@ void checkSerializationRoundTrip()
             std::unique_ptr<IPluginV3> plugin = create(fields);
             PluginFieldCollection const* serialized = runtime(*plugin)->getFieldsToSerialize();
             std::vector<FieldCopy> const before = copyFields(serialized);
-            expect(before.size() == 8, "8 serialized fields");
+            expect(before.size() == 9, "9 serialized fields");
             std::unique_ptr<IPluginV3> restored(
                 creator()->createPlugin("autojudge_accept", serialized, TensorRTPhase::kRUNTIME));
             expect(restored != nullptr, "createPlugin(kRUNTIME) from the serialized fields failed: " + gLogger.lastError());
@@ -1045,6 +1047,21 @@ void checkSerializationRoundTrip()
                 "the restored plugin must serialize to the same fields");
             expect(std::string(build(*restored)->getMetadataString()) == build(*plugin)->getMetadataString(),
                 "same metadata string");
+            // validFields has no min_run (an older field set): it loads as min_run 1, and serializes that
+            Fields explicitNone = validFields(setup, mode);
+            explicitNone.ints("min_run", {1});
+            expect(copyFields(runtime(*create(explicitNone))->getFieldsToSerialize()) == before,
+                "a field set without min_run must serialize as min_run 1");
+            Fields held = validFields(setup, mode);
+            held.ints("min_run", {3});
+            std::unique_ptr<IPluginV3> withRun = create(held);
+            expect(withRun != nullptr, "min_run 3 must create a plugin: " + gLogger.lastError());
+            std::vector<FieldCopy> const heldFields = copyFields(runtime(*withRun)->getFieldsToSerialize());
+            expect(heldFields != before, "min_run 3 must serialize differently from min_run 1");
+            std::unique_ptr<IPluginV3> heldRestored(creator()->createPlugin(
+                "autojudge_accept", runtime(*withRun)->getFieldsToSerialize(), TensorRTPhase::kRUNTIME));
+            expect(heldRestored != nullptr && copyFields(runtime(*heldRestored)->getFieldsToSerialize()) == heldFields,
+                "min_run 3 must survive the round trip");
         }
     }
 }

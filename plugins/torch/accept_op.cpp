@@ -133,7 +133,7 @@ std::pair<int64_t, int64_t> checkTreeInputs(autojudge::NodeRows const& nodes, Te
 //! checkTreeInputs accepted.
 template <typename Args>
 Args treeArgs(autojudge::NodeRows const& nodes, Tensor const& draftTokens, Tensor const& draftLens,
-    Tensor const& paths, Tensor const& threshold, std::optional<Tensor> const& greedyChild)
+    Tensor const& paths, Tensor const& threshold, std::optional<Tensor> const& greedyChild, int32_t minRun)
 {
     Args args{};
     args.rows = nodes;
@@ -146,7 +146,16 @@ Args treeArgs(autojudge::NodeRows const& nodes, Tensor const& draftTokens, Tenso
     args.numDraftNodes = static_cast<int32_t>(draftTokens.size(1));
     args.numPaths = static_cast<int32_t>(paths.size(1));
     args.maxPathLen = static_cast<int32_t>(paths.size(2));
+    args.minRun = minRun;
     return args;
+}
+
+//! The judge's minimum run (accept_core.h), checked: 1 = none.
+int32_t checkedMinRun(int64_t minRun)
+{
+    TORCH_CHECK(minRun >= 1 && minRun <= INT32_MAX, "min_run must be >= 1 (the judge's minimum run, 1 = none), got ",
+        minRun);
+    return static_cast<int32_t>(minRun);
 }
 
 } // namespace
@@ -160,6 +169,7 @@ std::vector<Tensor> accept(Tensor targetLogits, // [B * (N + 1), V] fp32/fp16/bf
     Tensor threshold,                            // [B] float32
     Tensor judgeWeight,                          // [F] float32
     double judgeBias, std::vector<int64_t> featureBlocks, // [K] FeatureBlock codes
+    int64_t minRun,                              // the judge's minimum run, 1 = none
     std::optional<Tensor> draftHidden,           // [B * (N + 1), Hd] (blocks DD, DD1)
     std::optional<Tensor> greedyChild,           // [B, N + 1] int32 (blocks DT1, DT2, DD1, LS)
     std::optional<Tensor> acceptedTokens, std::optional<Tensor> acceptedLens, std::optional<Tensor> bestPath,
@@ -175,7 +185,8 @@ std::vector<Tensor> accept(Tensor targetLogits, // [B * (N + 1), V] fp32/fp16/bf
         batch * (numDraftNodes + 1), " rows for draft_tokens [B, N] = ", draftTokens.sizes(), ", got ", nodes.numRows);
     int64_t const maxPathLen = paths.size(2);
 
-    auto args = treeArgs<autojudge::AcceptTreeArgs>(nodes, draftTokens, draftLens, paths, threshold, greedyChild);
+    auto args = treeArgs<autojudge::AcceptTreeArgs>(nodes, draftTokens, draftLens, paths, threshold, greedyChild,
+        checkedMinRun(minRun));
     Tensor tokens = outputOr(acceptedTokens, "accepted_tokens", "[B, D + 1]", device, at::kInt, {batch, maxPathLen});
     Tensor lens = outputOr(acceptedLens, "accepted_lens", "[B]", device, at::kInt, {batch});
     Tensor best = outputOr(bestPath, "best_path", "[B]", device, at::kInt, {batch});
@@ -202,6 +213,7 @@ Tensor rewriteLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16
     Tensor hostContextLengths,             // [S] int32, CPU
     double threshold, Tensor judgeWeight,  // [F] float32
     double judgeBias, std::vector<int64_t> featureBlocks, // [K] FeatureBlock codes
+    int64_t minRun,                        // the judge's minimum run, 1 = none
     std::optional<Tensor> draftHidden,     // [L, Hd] (blocks DD, DD1)
     std::optional<Tensor> rewrittenLogits) // [L, V] out
 {
@@ -234,6 +246,7 @@ Tensor rewriteLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16
     args.tokenEnds = deviceEnds.data_ptr<int32_t>();
     args.numSequences = numSequences;
     args.threshold = static_cast<float>(threshold);
+    args.minRun = checkedMinRun(minRun);
     args.rewrittenLogits = out.data_ptr();
     Tensor scratch = workspace(nodes, device);
     cudaError_t const status = autojudge::launchRewriteLogits(args, scratch.data_ptr(),
@@ -251,6 +264,7 @@ Tensor rewriteTreeLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16: request 
     Tensor threshold,                          // [B] float32
     Tensor judgeWeight,                        // [F] float32
     double judgeBias, std::vector<int64_t> featureBlocks, // [K] FeatureBlock codes (none reads the draft)
+    int64_t minRun,                            // the judge's minimum run, 1 = none
     std::optional<Tensor> greedyChild,         // [B, N + 1] int32 (blocks DT1, DT2, LS)
     std::optional<Tensor> rewrittenLogits)     // [L, V] out
 {
@@ -263,7 +277,7 @@ Tensor rewriteTreeLogits(Tensor targetLogits, // [L, V] fp32/fp16/bf16: request 
         {targetLogits.size(0), targetLogits.size(1)});
 
     auto args = treeArgs<autojudge::RewriteTreeLogitsArgs>(nodes, draftTokens, draftLens, paths, threshold,
-        greedyChild);
+        greedyChild, checkedMinRun(minRun));
     args.rewrittenLogits = out.data_ptr();
     Tensor scratch = workspace(nodes, device);
     cudaError_t const status = autojudge::launchRewriteTreeLogits(args, scratch.data_ptr(),
@@ -277,16 +291,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
     m.def("accept", &accept, "AutoJudge accept mode on CUDA tensors", py::arg("target_logits"),
         py::arg("target_hidden"), py::arg("draft_tokens"), py::arg("draft_lens"), py::arg("paths"),
         py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("feature_blocks"),
-        py::arg("draft_hidden") = py::none(), py::arg("greedy_child") = py::none(),
+        py::arg("min_run") = 1, py::arg("draft_hidden") = py::none(), py::arg("greedy_child") = py::none(),
         py::arg("accepted_tokens") = py::none(), py::arg("accepted_lens") = py::none(),
         py::arg("best_path") = py::none(), py::arg("judged_count") = py::none());
     m.def("rewrite_logits", &rewriteLogits, "AutoJudge logits mode on CUDA tensors", py::arg("target_logits"),
         py::arg("target_hidden"), py::arg("input_ids"), py::arg("last_token_ids"), py::arg("request_types"),
         py::arg("host_context_lengths"),
         py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"), py::arg("feature_blocks"),
-        py::arg("draft_hidden") = py::none(), py::arg("rewritten_logits") = py::none());
+        py::arg("min_run") = 1, py::arg("draft_hidden") = py::none(), py::arg("rewritten_logits") = py::none());
     m.def("rewrite_tree_logits", &rewriteTreeLogits, "AutoJudge tree logits mode on CUDA tensors",
         py::arg("target_logits"), py::arg("target_hidden"), py::arg("draft_tokens"), py::arg("draft_lens"),
         py::arg("paths"), py::arg("threshold"), py::arg("judge_weight"), py::arg("judge_bias"),
-        py::arg("feature_blocks"), py::arg("greedy_child") = py::none(), py::arg("rewritten_logits") = py::none());
+        py::arg("feature_blocks"), py::arg("min_run") = 1, py::arg("greedy_child") = py::none(),
+        py::arg("rewritten_logits") = py::none());
 }

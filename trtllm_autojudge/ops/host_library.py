@@ -24,7 +24,7 @@ from ..spec.packed_step import StepMismatch
 from ..spec.tree_step import TreeStepMismatch
 from .build import cuda_toolchain_available, ensure_built
 
-ABI_VERSION = 4  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
+ABI_VERSION = 5  # AUTOJUDGE_HOST_ABI_VERSION in plugins/include/autojudge/host_api.h
 ENV_VAR = "AUTOJUDGE_HOST_LIBRARY"
 # dtype code of the C ABI per array dtype; uint16 carries bfloat16 bits.
 DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint16): 2}
@@ -69,6 +69,13 @@ class _Judge(NamedTuple):
     rows: int  # R
     arrays: tuple  # the contiguous arrays the pointers of ``arguments`` point into
     arguments: tuple  # vocab_size .. judge_bias
+
+
+def _min_run(min_run) -> int:
+    """The judge's minimum run (``accept_core.h`` "minimum run"), checked: a whole number >= 1 (1: none)."""
+    if isinstance(min_run, bool) or int(min_run) != min_run or min_run < 1:
+        raise ValueError(f"min_run must be a whole number >= 1 (1: no minimum run), got {min_run!r}")
+    return int(min_run)
 
 
 def _greedy_child(greedy_child, setup: str, B: int, N: int) -> np.ndarray | None:
@@ -128,16 +135,17 @@ class HostCore:
         lib.autojudge_host_feature_block_name.restype = ctypes.c_char_p
         lib.autojudge_host_feature_block_window.argtypes = [_i32]
         lib.autojudge_host_feature_block_window.restype = _i32
-        lib.autojudge_host_judge_nodes.argtypes = [_i32, _i32] + judge + [_vp, _i32, _i32, _vp, _vp, _vp, _vp, _vp]
-        lib.autojudge_host_judge_rows.argtypes = [_i32] + judge + [_i32, _vp, _vp, _i32, _vp, _vp, _vp, _vp]
-        lib.autojudge_host_accept_tree.argtypes = [_i32, _i32, _i32, _i32] + [_vp] * 10
+        lib.autojudge_host_judge_nodes.argtypes = [_i32, _i32] + judge + [_vp, _i32, _i32, _vp, _vp, _vp, _i32, _vp,
+                                                                            _vp]
+        lib.autojudge_host_judge_rows.argtypes = [_i32] + judge + [_i32, _vp, _vp, _i32, _vp, _vp, _i32, _vp, _vp]
+        lib.autojudge_host_accept_tree.argtypes = [_i32, _i32, _i32, _i32] + [_vp] * 6 + [_i32] + [_vp] * 4
         lib.autojudge_host_segment_step.argtypes = [_i32, _vp, _i32, _i32, _vp, _vp, _vp, _vp]
         lib.autojudge_host_rewrite_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp, _i32, _vp, _vp, _i32, _vp, _vp,
-                                                      _f32, _vp]
+                                                      _f32, _i32, _vp]
         tree = [_i32, _i32, _vp, _vp, _i32, _i32, _vp]  # batch_size .. paths
         lib.autojudge_host_segment_tree_step.argtypes = [_i32] + tree + [_vp, _vp]
-        lib.autojudge_host_judge_tree_rows.argtypes = [_i32] + judge + tree + [_vp, _vp, _vp]
-        lib.autojudge_host_rewrite_tree_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp] + tree + [_vp, _vp]
+        lib.autojudge_host_judge_tree_rows.argtypes = [_i32] + judge + tree + [_vp, _i32, _vp, _vp]
+        lib.autojudge_host_rewrite_tree_logits.argtypes = [_i32, _i32, _i32, _vp, _vp, _vp] + tree + [_vp, _i32, _vp]
         for f in (lib.autojudge_host_judge_nodes, lib.autojudge_host_judge_rows, lib.autojudge_host_accept_tree,
                   lib.autojudge_host_segment_step, lib.autojudge_host_rewrite_logits, lib.autojudge_host_segment_tree_step,
                   lib.autojudge_host_judge_tree_rows, lib.autojudge_host_rewrite_tree_logits):
@@ -163,7 +171,8 @@ class HostCore:
         return None if name is None else (name.decode(), self._lib.autojudge_host_feature_block_window(int(code)))
 
     def judge_nodes(self, target_logits, target_hidden, draft_tokens, paths, judge_weight, judge_bias: float,
-                    setup: str, draft_hidden=None, greedy_child=None, draft_lens=None) -> tuple[np.ndarray, np.ndarray]:
+                    setup: str, draft_hidden=None, greedy_child=None, draft_lens=None, min_run: int = 1
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """Accept mode: the target argmax of every node and the judge logit of the nodes the rule scores
         (kernel 2 before its path walk, ``host_api.h`` ``autojudge_host_judge_nodes``).
 
@@ -190,14 +199,17 @@ class HostCore:
             looks ahead (DT1, DT2, DD1, LS).
         draft_lens : array, optional
             Shape: ``[B]`` int; nodes 1..draft_lens[b] may be accepted (default N).
+        min_run : int
+            The judge's minimum run (1: none): a mismatching node whose exact run (``accept_core.h``)
+            is shorter is not scored.
 
         Returns
         -------
         (target_argmax, judge_logit)
             Shapes ``[B, N + 1]`` int32 (first maximum; NaN ranks above numbers) and ``[B, N + 1]``
             float32: the judge logit (accumulated in float32) of each node that mismatches its parent
-            on a path row within ``draft_lens`` and has the draft tokens its blocks need after it;
-            +inf at every other node.
+            on a path row within ``draft_lens``, whose exact run reaches ``min_run``, and that has the
+            draft tokens its blocks need after it; +inf at every other node.
         """
         judge = _judge(target_logits, target_hidden, judge_weight, judge_bias, setup, draft_hidden)
         draft_tokens = _int32(draft_tokens, "draft_tokens", 2)
@@ -213,11 +225,12 @@ class HostCore:
         argmax, judge_logit = np.empty((B, N + 1), np.int32), np.empty((B, N + 1), np.float32)
         self._call(self._lib.autojudge_host_judge_nodes, B, N, *judge.arguments,
                    _ptr(draft_tokens), paths.shape[1], paths.shape[2], _ptr(paths), _ptr(draft_lens),
-                   _ptr(greedy_child), _ptr(argmax), _ptr(judge_logit))
+                   _ptr(greedy_child), _min_run(min_run), _ptr(argmax), _ptr(judge_logit))
         return argmax, judge_logit
 
     def judge_rows(self, target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                   judge_weight, judge_bias: float, setup: str, draft_hidden=None) -> tuple[np.ndarray, np.ndarray]:
+                   judge_weight, judge_bias: float, setup: str, draft_hidden=None, min_run: int = 1
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """Logits mode: the target argmax of every gathered row and the judge logit of the draft rows
         the rule scores (``host_api.h`` ``autojudge_host_judge_rows``).
 
@@ -227,15 +240,16 @@ class HostCore:
             As :meth:`rewrite_logits` (``target_logits`` ``[L, V]``).
         target_hidden : array
             Shape: ``[L, Ht]``: the LM head's input rows.
-        judge_weight, judge_bias, setup, draft_hidden
+        judge_weight, judge_bias, setup, draft_hidden, min_run
             As :meth:`judge_nodes` (``draft_hidden``: ``[L, Hd]``).
 
         Returns
         -------
         (target_argmax, judge_logit)
             Shapes ``[L]`` int32 and ``[L]`` float32: the judge logit of each draft row of a segmented
-            sequence whose token mismatches the argmax of the row before it and that has the draft
-            rows its blocks need after it (the sequence's next ones); +inf at every other row.
+            sequence whose token mismatches the argmax of the row before it, whose exact run (through
+            the sequence's next draft rows) reaches ``min_run``, and that has the draft rows its blocks
+            need after it (the sequence's next ones); +inf at every other row.
 
         Raises
         ------
@@ -252,11 +266,11 @@ class HostCore:
         argmax, judge_logit = np.empty(L, np.int32), np.empty(L, np.float32)
         self._call(self._lib.autojudge_host_judge_rows, L, *judge.arguments,
                    input_ids.size, _ptr(input_ids), _ptr(last_token_ids), request_types.size, _ptr(request_types),
-                   _ptr(host_context_lengths), _ptr(argmax), _ptr(judge_logit))
+                   _ptr(host_context_lengths), _min_run(min_run), _ptr(argmax), _ptr(judge_logit))
         return argmax, judge_logit
 
-    def accept_tree(self, draft_tokens, target_argmax, paths, judge_logit=None, threshold=None, draft_lens=None
-                    ) -> Acceptance:
+    def accept_tree(self, draft_tokens, target_argmax, paths, judge_logit=None, threshold=None, draft_lens=None,
+                    min_run: int = 1) -> Acceptance:
         """Accept mode given each node's target argmax and judge logit (``None``: lossless).
 
         Parameters
@@ -273,6 +287,9 @@ class HostCore:
             Shape: ``[B]`` (or a scalar), in [0, 1]; required with ``judge_logit``.
         draft_lens : array, optional
             Shape: ``[B]`` int; nodes 1..draft_lens[b] may be accepted (default N).
+        min_run : int
+            The judge's minimum run (1: none): a mismatching node whose exact run (``accept_core.h``)
+            is shorter is never judged, whatever its judge logit.
         """
         draft_tokens = _int32(draft_tokens, "draft_tokens", 2)
         B, N = draft_tokens.shape
@@ -296,7 +313,7 @@ class HostCore:
                          np.empty(B, np.int32))
         self._call(self._lib.autojudge_host_accept_tree, B, N, paths.shape[1], D1, _ptr(draft_tokens),
                    _ptr(target_argmax), _ptr(paths), _ptr(judge_logit), _ptr(threshold), _ptr(draft_lens),
-                   _ptr(out.accepted_tokens), _ptr(out.accepted_len), _ptr(out.best_path), _ptr(out.judged_count))
+                   _min_run(min_run), _ptr(out.accepted_tokens), _ptr(out.accepted_len), _ptr(out.best_path), _ptr(out.judged_count))
         return out
 
     def segment_step(self, last_token_ids, num_tokens: int, request_types, host_context_lengths
@@ -327,7 +344,7 @@ class HostCore:
         return first_row, num_drafts
 
     def rewrite_logits(self, target_logits, target_argmax, judge_logit, input_ids, last_token_ids, request_types,
-                       host_context_lengths, threshold: float) -> np.ndarray:
+                       host_context_lengths, threshold: float, min_run: int = 1) -> np.ndarray:
         """Logits mode: the target logits with judge-accepted draft tokens made the row's argmax.
 
         Parameters
@@ -344,6 +361,9 @@ class HostCore:
             Shape: ``[S]`` int each: the step's ``host_request_types`` and ``host_context_lengths``.
         threshold : float
             In [0, 1].
+        min_run : int
+            The judge's minimum run (1: none): a mismatching node whose exact run (``accept_core.h``)
+            is shorter is never rewritten.
 
         Returns
         -------
@@ -370,7 +390,8 @@ class HostCore:
         out = np.empty_like(logits)
         self._call(self._lib.autojudge_host_rewrite_logits, L, logits.shape[1], code, _ptr(logits),
                    _ptr(target_argmax), _ptr(judge_logit), input_ids.size, _ptr(input_ids), _ptr(last_token_ids),
-                   request_types.size, _ptr(request_types), _ptr(host_context_lengths), float(threshold), _ptr(out))
+                   request_types.size, _ptr(request_types), _ptr(host_context_lengths), float(threshold),
+                   _min_run(min_run), _ptr(out))
         return out
 
 
@@ -411,7 +432,8 @@ class HostCore:
         return first_row, refused.astype(bool)
 
     def judge_tree_rows(self, target_logits, target_hidden, draft_tokens, draft_lens, paths, judge_weight,
-                        judge_bias: float, setup: str, greedy_child=None) -> tuple[np.ndarray, np.ndarray]:
+                        judge_bias: float, setup: str, greedy_child=None, min_run: int = 1
+                        ) -> tuple[np.ndarray, np.ndarray]:
         """Tree logits mode: the target argmax of every row and the judge logit of the nodes the rule scores.
 
         Parameters
@@ -427,13 +449,16 @@ class HostCore:
             As :meth:`judge_nodes`; no block may read the draft.
         greedy_child : array, optional
             Shape: ``[B, N + 1]`` int; given when a block looks ahead.
+        min_run : int
+            The judge's minimum run (1: none): a mismatching node whose exact run (``accept_core.h``)
+            is shorter is not scored.
 
         Returns
         -------
         (target_argmax, judge_logit)
             Shapes ``[L]`` int32 and ``[L]`` float32: the judge logit of each node of a request that is
-            not refused that mismatches its parent on a path row and has the draft tokens its blocks need
-            after it; +inf at every other row.
+            not refused that mismatches its parent on a path row, whose exact run reaches ``min_run``,
+            and that has the draft tokens its blocks need after it; +inf at every other row.
         """
         if reads_draft(setup):
             raise ValueError(f"setup {setup} reads the draft's hidden states, which an EAGLE engine step does not have: "
@@ -445,11 +470,11 @@ class HostCore:
         L = judge.rows
         argmax, judge_logit = np.empty(L, np.int32), np.empty(L, np.float32)
         self._call(self._lib.autojudge_host_judge_tree_rows, L, *judge.arguments, *tree, _ptr(greedy_child),
-                   _ptr(argmax), _ptr(judge_logit))
+                   _min_run(min_run), _ptr(argmax), _ptr(judge_logit))
         return argmax, judge_logit
 
     def rewrite_tree_logits(self, target_logits, target_argmax, judge_logit, draft_tokens, draft_lens, paths,
-                            threshold) -> np.ndarray:
+                            threshold, min_run: int = 1) -> np.ndarray:
         """Tree logits mode: the logits with every judged node of each request's best accepted path made
         its parent row's strict argmax (:func:`trtllm_autojudge.spec.tree_step.rewrite_tree_logits`).
 
@@ -463,6 +488,9 @@ class HostCore:
             As :meth:`segment_tree_step`.
         threshold : array or float
             Shape: ``[B]`` (or a scalar), in [0, 1].
+        min_run : int
+            The judge's minimum run (1: none): a mismatching node whose exact run (``accept_core.h``)
+            is shorter is never judged.
 
         Returns
         -------
@@ -482,7 +510,7 @@ class HostCore:
         threshold = np.ascontiguousarray(np.broadcast_to(np.asarray(threshold, np.float32), (tree[0],)))
         out = np.empty_like(logits)
         self._call(self._lib.autojudge_host_rewrite_tree_logits, L, logits.shape[1], code, _ptr(logits),
-                   _ptr(target_argmax), _ptr(judge_logit), *tree, _ptr(threshold), _ptr(out))
+                   _ptr(target_argmax), _ptr(judge_logit), *tree, _ptr(threshold), _min_run(min_run), _ptr(out))
         return out
 
 

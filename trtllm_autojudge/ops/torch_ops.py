@@ -109,34 +109,34 @@ def _numpy(t: Tensor) -> np.ndarray:
 
 @torch.library.custom_op("autojudge::accept", mutates_args=(), device_types="cpu")
 def _accept_op(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor, paths: Tensor,
-               threshold: Tensor, judge_weight: Tensor, judge_bias: float, setup: str, draft_hidden: Optional[Tensor],
-               greedy_child: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+               threshold: Tensor, judge_weight: Tensor, judge_bias: float, setup: str, min_run: int,
+               draft_hidden: Optional[Tensor], greedy_child: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
                   draft_hidden, greedy_child)
     core = host_core()
     optional = lambda t: None if t is None else _numpy(t)  # noqa: E731
     argmax, judge_logit = core.judge_nodes(_numpy(target_logits), _numpy(target_hidden), _numpy(draft_tokens),
                                            _numpy(paths), _numpy(judge_weight), judge_bias, setup,
-                                           optional(draft_hidden), optional(greedy_child), _numpy(draft_lens))
+                                           optional(draft_hidden), optional(greedy_child), _numpy(draft_lens), min_run)
     out = core.accept_tree(_numpy(draft_tokens), argmax, _numpy(paths), judge_logit, _numpy(threshold),
-                           _numpy(draft_lens))
+                           _numpy(draft_lens), min_run)
     return (torch.from_numpy(out.accepted_tokens), torch.from_numpy(out.accepted_len),
             torch.from_numpy(out.best_path), torch.from_numpy(out.judged_count))
 
 
 @_accept_op.register_kernel("cuda")
 def _accept_cuda(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, judge_bias,
-                 setup, draft_hidden, greedy_child):
+                 setup, min_run, draft_hidden, greedy_child):
     _check_accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
                   draft_hidden, greedy_child)
     return tuple(cuda_extension().accept(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold,
-                                         judge_weight, judge_bias, block_codes(setup).tolist(), draft_hidden,
-                                         greedy_child))
+                                         judge_weight, judge_bias, block_codes(setup).tolist(), min_run,
+                                         draft_hidden, greedy_child))
 
 
 @_accept_op.register_fake
 def _accept_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, judge_bias,
-                 setup, draft_hidden, greedy_child):
+                 setup, min_run, draft_hidden, greedy_child):
     B, D1 = draft_tokens.shape[0], paths.shape[2]
     new = lambda *shape: target_logits.new_empty(shape, dtype=torch.int32)  # noqa: E731
     return new(B, D1), new(B), new(B), new(B)
@@ -145,31 +145,31 @@ def _accept_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, 
 @torch.library.custom_op("autojudge::rewrite_logits", mutates_args=(), device_types="cpu")
 def _rewrite_op(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
                 request_types: Tensor, host_context_lengths: Tensor, threshold: float, judge_weight: Tensor,
-                judge_bias: float, setup: str, draft_hidden: Optional[Tensor]) -> Tensor:
+                judge_bias: float, setup: str, min_run: int, draft_hidden: Optional[Tensor]) -> Tensor:
     _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
                    judge_weight, setup, draft_hidden)
     core = host_core()
     logits = _numpy(target_logits)
     sequences = (_numpy(input_ids), _numpy(last_token_ids), _numpy(request_types), _numpy(host_context_lengths))
     argmax, judge_logit = core.judge_rows(logits, _numpy(target_hidden), *sequences, _numpy(judge_weight), judge_bias,
-                                          setup, None if draft_hidden is None else _numpy(draft_hidden))
-    out = torch.from_numpy(core.rewrite_logits(logits, argmax, judge_logit, *sequences, threshold))
+                                          setup, None if draft_hidden is None else _numpy(draft_hidden), min_run)
+    out = torch.from_numpy(core.rewrite_logits(logits, argmax, judge_logit, *sequences, threshold, min_run))
     return out.view(torch.int16).view(torch.bfloat16) if target_logits.dtype == torch.bfloat16 else out
 
 
 @_rewrite_op.register_kernel("cuda")
 def _rewrite_cuda(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                  threshold, judge_weight, judge_bias, setup, draft_hidden):
+                  threshold, judge_weight, judge_bias, setup, min_run, draft_hidden):
     _check_rewrite(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
                    judge_weight, setup, draft_hidden)
     return cuda_extension().rewrite_logits(target_logits, target_hidden, input_ids, last_token_ids, request_types,
                                            host_context_lengths, threshold, judge_weight, judge_bias,
-                                           block_codes(setup).tolist(), draft_hidden)
+                                           block_codes(setup).tolist(), min_run, draft_hidden)
 
 
 @_rewrite_op.register_fake
 def _rewrite_fake(target_logits, target_hidden, input_ids, last_token_ids, request_types, host_context_lengths,
-                  threshold, judge_weight, judge_bias, setup, draft_hidden):
+                  threshold, judge_weight, judge_bias, setup, min_run, draft_hidden):
     return torch.empty_like(target_logits)
 
 
@@ -185,31 +185,31 @@ def _check_rewrite_tree(target_logits, target_hidden, draft_tokens, draft_lens, 
 @torch.library.custom_op("autojudge::rewrite_tree_logits", mutates_args=(), device_types="cpu")
 def _rewrite_tree_op(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor,
                      paths: Tensor, threshold: Tensor, judge_weight: Tensor, judge_bias: float, setup: str,
-                     greedy_child: Optional[Tensor]) -> Tensor:
+                     min_run: int, greedy_child: Optional[Tensor]) -> Tensor:
     _check_rewrite_tree(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
                         greedy_child)
     core = host_core()
     logits = _numpy(target_logits)
     tree = (_numpy(draft_tokens), _numpy(draft_lens), _numpy(paths))
     argmax, judge_logit = core.judge_tree_rows(logits, _numpy(target_hidden), *tree, _numpy(judge_weight), judge_bias,
-                                               setup, None if greedy_child is None else _numpy(greedy_child))
-    out = torch.from_numpy(core.rewrite_tree_logits(logits, argmax, judge_logit, *tree, _numpy(threshold)))
+                                               setup, None if greedy_child is None else _numpy(greedy_child), min_run)
+    out = torch.from_numpy(core.rewrite_tree_logits(logits, argmax, judge_logit, *tree, _numpy(threshold), min_run))
     return out.view(torch.int16).view(torch.bfloat16) if target_logits.dtype == torch.bfloat16 else out
 
 
 @_rewrite_tree_op.register_kernel("cuda")
 def _rewrite_tree_cuda(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight,
-                       judge_bias, setup, greedy_child):
+                       judge_bias, setup, min_run, greedy_child):
     _check_rewrite_tree(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight, setup,
                         greedy_child)
     return cuda_extension().rewrite_tree_logits(target_logits, target_hidden, draft_tokens, draft_lens, paths,
                                                 threshold, judge_weight, judge_bias, block_codes(setup).tolist(),
-                                                greedy_child)
+                                                min_run, greedy_child)
 
 
 @_rewrite_tree_op.register_fake
 def _rewrite_tree_fake(target_logits, target_hidden, draft_tokens, draft_lens, paths, threshold, judge_weight,
-                       judge_bias, setup, greedy_child):
+                       judge_bias, setup, min_run, greedy_child):
     return torch.empty_like(target_logits)
 
 
@@ -221,15 +221,17 @@ def _setup(setup: Optional[str], draft_hidden: Optional[Tensor]) -> str:
 def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor, paths: Tensor,
            threshold: Tensor | float, judge_weight: Tensor, judge_bias: float,
            draft_hidden: Optional[Tensor] = None, setup: Optional[str] = None,
-           greedy_child: Optional[Tensor] = None) -> AcceptedDraft:
+           greedy_child: Optional[Tensor] = None, min_run: int = 1) -> AcceptedDraft:
     """Judge-gated acceptance of a batch of draft trees (``torch.ops.autojudge.accept``).
 
     Node ``n`` of sequence ``b`` (node 0 is the root) owns row ``b * (N + 1) + n`` of the logits and
     hidden states. A node is accepted when its draft token equals the target argmax of its parent,
     or when its judge logit ``judge_bias + judge_weight . x`` is finite and below
     ``logit(threshold[b])``; each sequence keeps the longest accepted prefix of its best path,
-    then the correction token. Only mismatching nodes are scored; a node without the draft tokens
-    its lookahead blocks need after it (its greedy child, and grandchild) has no verdict (rejected).
+    then the correction token. A mismatching node whose exact run (1 + the exact matches below it,
+    ``accept_core.h``) is shorter than ``min_run`` is never judged. Only mismatching nodes that can
+    be judged are scored; a node without the draft tokens its lookahead blocks need after it (its
+    greedy child, and grandchild) has no verdict (rejected).
     Paths too short for any verdict are said once, as a warning.
 
     Parameters
@@ -261,6 +263,8 @@ def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, d
     greedy_child : Tensor, optional
         Shape: ``[B, N + 1]``; the rank-0 child of each node, -1 for none (a chain: n + 1, then -1;
         cast to int32); given when a block looks ahead (DT1, DT2, DD1, LS).
+    min_run : int
+        The judge's minimum run (``JudgeHead.min_run``; 1: none).
 
     Returns
     -------
@@ -286,7 +290,7 @@ def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, d
     result = torch.ops.autojudge.accept(
         target_logits, target_hidden, draft_tokens.to(torch.int32), draft_lens.to(torch.int32),
         paths.to(torch.int32), threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias), setup,
-        draft_hidden, None if greedy_child is None else greedy_child.to(torch.int32))
+        int(min_run), draft_hidden, None if greedy_child is None else greedy_child.to(torch.int32))
     window, depth = window_tokens(setup), paths.shape[-1] - 1
     if window and 0 < depth <= window:  # a step without drafts has nothing to judge; shown once per calling line
         warnings.warn(f"judge setup {setup} needs {window} draft tokens after a node for a verdict, and paths of at "
@@ -297,13 +301,15 @@ def accept(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, d
 
 def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tensor, last_token_ids: Tensor,
                    request_types: Tensor, host_context_lengths: Tensor, threshold: float, judge_weight: Tensor,
-                   judge_bias: float, draft_hidden: Optional[Tensor] = None, setup: Optional[str] = None) -> Tensor:
+                   judge_bias: float, draft_hidden: Optional[Tensor] = None, setup: Optional[str] = None,
+                   min_run: int = 1) -> Tensor:
     """The target logits of a packed TensorRT-LLM step, rewritten for an exact-match decoder.
 
     ``torch.ops.autojudge.rewrite_logits``: the step is segmented into sequences by
     ``request_types`` / ``host_context_lengths`` (:mod:`trtllm_autojudge.spec.packed_step`);
     in each row whose draft child (the next row of the same sequence) mismatches the row's argmax
-    and passes the judge, the draft token becomes the row's strict argmax; every other entry is
+    opens at least ``min_run`` tokens through the exact rows after it, and passes the judge, the draft
+    token becomes the row's strict argmax; every other entry is
     copied (``plugins/README.md``, "Logits mode"). A sequence's draft rows are a chain: the
     lookahead blocks of a draft row read the sequence's next draft rows.
 
@@ -329,6 +335,8 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
         Shape: ``[L, Hd]``; given when a block reads the draft (DD, DD1).
     setup : str, optional
         As :func:`accept`.
+    min_run : int
+        As :func:`accept`.
 
     Returns
     -------
@@ -338,18 +346,18 @@ def rewrite_logits(target_logits: Tensor, target_hidden: Tensor, input_ids: Tens
     return torch.ops.autojudge.rewrite_logits(
         target_logits, target_hidden, input_ids.to(torch.int32), last_token_ids.to(torch.int32),
         request_types.to(torch.int32), host_context_lengths.to(torch.int32), float(threshold),
-        judge_weight.to(torch.float32), float(judge_bias), _setup(setup, draft_hidden), draft_hidden)
+        judge_weight.to(torch.float32), float(judge_bias), _setup(setup, draft_hidden), int(min_run), draft_hidden)
 
 
 def rewrite_tree_logits(target_logits: Tensor, target_hidden: Tensor, draft_tokens: Tensor, draft_lens: Tensor,
                         paths: Tensor, threshold: Tensor | float, judge_weight: Tensor, judge_bias: float,
-                        setup: str = "DT", greedy_child: Optional[Tensor] = None) -> Tensor:
+                        setup: str = "DT", greedy_child: Optional[Tensor] = None, min_run: int = 1) -> Tensor:
     """The target logits of one TensorRT-LLM EAGLE engine step, rewritten for its exact-match walk.
 
     ``torch.ops.autojudge.rewrite_tree_logits`` (:mod:`trtllm_autojudge.spec.tree_step`): request b
     owns ``draft_lens[b] + 1`` rows after those of the requests before it (its root, then node n at
     its row n); per request whose paths are one tree with distinct sibling tokens, the judge decides
-    the mismatching nodes, the paths are walked, and every judged node on the best accepted path
+    the mismatching nodes whose exact run reaches ``min_run``, the paths are walked, and every judged node on the best accepted path
     becomes its parent row's strict argmax; every other entry is copied. The stock walk
     (``acceptDraftTokensByIdsWithPaths``) then accepts what the judge accepted.
 
@@ -371,6 +379,8 @@ def rewrite_tree_logits(target_logits: Tensor, target_hidden: Tensor, draft_toke
         The judge's blocks, '-'-joined; target-only (DT, DT1, DT2, LS).
     greedy_child : Tensor, optional
         Shape: ``[B, N + 1]``; given when a block looks ahead.
+    min_run : int
+        As :func:`accept`.
 
     Returns
     -------
@@ -382,5 +392,5 @@ def rewrite_tree_logits(target_logits: Tensor, target_hidden: Tensor, draft_toke
         threshold = torch.full((B,), float(threshold), dtype=torch.float32, device=target_logits.device)
     return torch.ops.autojudge.rewrite_tree_logits(
         target_logits, target_hidden, draft_tokens.to(torch.int32), draft_lens.to(torch.int32), paths.to(torch.int32),
-        threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias), setup,
+        threshold.to(torch.float32), judge_weight.to(torch.float32), float(judge_bias), setup, int(min_run),
         None if greedy_child is None else greedy_child.to(torch.int32))

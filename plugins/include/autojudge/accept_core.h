@@ -10,7 +10,15 @@
  *                  row that does not start with 0 is padding.
  *   target argmax  targetArgmax[n]: the target's greedy token for the CHILD of node n.
  *   exact          node n with parent m: draftTokens[n - 1] == targetArgmax[m].
- *   judged         a mismatching node whose judge logit is finite and < logit(threshold).
+ *   exact run      of node n: 1 + the longest chain of exact nodes below it, within draft_lens
+ *                  (decoding/rules.py exact_runs); from the path rows, the max over the rows
+ *                  through n of 1 + the consecutive exact nodes after n on the row.
+ *   minimum run    min_run (minRun here), the judge's meta["min_run"] (judge/head.py), 1 = none:
+ *                  a mismatching node whose exact run is < min_run is never judged
+ *                  (decoding/modes.py JudgeRule.judgeable); it depends on the draft and the target
+ *                  argmax only, not on the threshold.
+ *   judged         a mismatching node whose judge logit is finite and < logit(threshold) and
+ *                  whose exact run is >= min_run.
  *   accepted       exact or judged; nodes past draft_lens are never accepted.
  *   best path      longest accepted prefix; ties: fewer judged nodes, then the lower path index.
  *   correction     targetArgmax at the last accepted node of the best path (the bonus token when
@@ -19,7 +27,7 @@
  * The judge (judge/head.py, judge/lookahead.py; decoding/modes.py JudgeRule): judge_logit = bias +
  * weight . x(n), x(n) the node's feature blocks in the judge's order (FeatureBlock). c1 and c2 are
  * the node's greedy child and grandchild; a node without the draft tokens its blocks need after it
- * has no verdict (rejected). Only mismatching nodes are scored.
+ * has no verdict (rejected). Only mismatching nodes whose exact run reaches min_run are scored.
  */
 #pragma once
 
@@ -130,6 +138,57 @@ AUTOJUDGE_HD void visitPath(int32_t const* path, //!< [max_path_len] node indice
         }
         parent = node;
     }
+}
+
+//! Call visit(node, run) for each mismatching node of one path row that visitPath reaches, with run
+//! = 1 + the consecutive exact nodes after it on this row (visitPath's nodes: a node past draft_lens
+//! ends the run). A node's exact run is the largest run the rows through it give.
+template <typename Visit>
+AUTOJUDGE_HD void visitRowRuns(int32_t const* path, //!< [max_path_len] node indices, path[0] == 0
+    int32_t maxPathLen, int32_t numValidNodes,
+    int32_t const* draftTokens,                     //!< [num_draft_nodes]
+    int32_t const* targetArgmax,                    //!< [num_draft_nodes + 1]
+    Visit visit)
+{
+    int32_t open = kPad; // the last mismatching node seen, whose run is still counting
+    int32_t run = 0;
+    visitPath(path, maxPathLen, numValidNodes, draftTokens, targetArgmax, [&](int32_t node, bool exact) {
+        if (exact)
+        {
+            ++run;
+            return true;
+        }
+        if (open != kPad)
+        {
+            visit(open, run);
+        }
+        open = node;
+        run = 1;
+        return true;
+    });
+    if (open != kPad)
+    {
+        visit(open, run);
+    }
+}
+
+//! A mismatching node may be judged only when its exact run reaches the judge's minimum run.
+AUTOJUDGE_HD bool runReaches(int32_t run, int32_t minRun)
+{
+    return run >= minRun;
+}
+
+//! Logits mode: does the draft row `row` of a chain (its draft rows up to lastRow) open at least minRun
+//! tokens? isExact(r): row r's token is the target argmax of row r - 1. Reads at most minRun - 1 rows.
+template <typename IsExact>
+AUTOJUDGE_HD bool chainRunReaches(int32_t row, int32_t lastRow, int32_t minRun, IsExact isExact)
+{
+    int32_t run = 1;
+    for (int32_t next = row + 1; run < minRun && next <= lastRow && isExact(next); ++next)
+    {
+        ++run;
+    }
+    return runReaches(run, minRun);
 }
 
 //! Longest accepted prefix of one path row (visitPath's nodes, while exact or relaxed).
@@ -717,20 +776,21 @@ AUTOJUDGE_HD float nodeJudgeLogit(JudgeHeadView const& judge, RowScore const& no
     return logit;
 }
 
-//! Marks the mismatching nodes of one path row that the walk may reach (visitPath's nodes). Their
+//! Marks the mismatching nodes of one path row that the walk may reach (visitPath's nodes) and whose
+//! run on this row reaches minRun (visitRowRuns): over all rows, the nodes that may be judged. Their
 //! verdicts are the only ones the walk can read, so only they are scored.
-AUTOJUDGE_HD void markMismatches(int32_t const* path, //!< [max_path_len], path[0] == 0
+AUTOJUDGE_HD void markJudgeable(int32_t const* path, //!< [max_path_len], path[0] == 0
     int32_t maxPathLen, int32_t numValidNodes,
     int32_t const* draftTokens,  //!< [num_draft_nodes]
     int32_t const* targetArgmax, //!< [num_draft_nodes + 1]
-    uint8_t* mismatch)           //!< [num_draft_nodes + 1] set to 1 at each mismatching node
+    int32_t minRun,              //!< the judge's min_run, 1 = none
+    uint8_t* judgeable)          //!< [num_draft_nodes + 1] set to 1 at each such node
 {
-    visitPath(path, maxPathLen, numValidNodes, draftTokens, targetArgmax, [&](int32_t node, bool exact) {
-        if (!exact)
+    visitRowRuns(path, maxPathLen, numValidNodes, draftTokens, targetArgmax, [&](int32_t node, int32_t run) {
+        if (runReaches(run, minRun))
         {
-            mismatch[node] = 1; // only 1s: threads marking the same node concurrently agree
+            judgeable[node] = 1; // only 1s: threads marking the same node concurrently agree
         }
-        return true;
     });
 }
 

@@ -9,7 +9,8 @@
  *      slice of the features, into the workspace. In logits mode it also copies the row to the output.
  *   2. acceptTree (accept mode), rewriteLogits (logits mode) or rewriteTreeLogits (tree logits mode): one
  *      block per sequence (per request in tree logits mode): merges the
- *      partials of its rows into RowScores (target argmax), scores the mismatching nodes (the
+ *      partials of its rows into RowScores (target argmax), scores the mismatching nodes whose exact
+ *      run reaches the judge's minimum run (the
  *      judge logit of accept_core.h nodeJudgeLogit from the rows of the node, its greedy child and
  *      grandchild), then walks the paths and writes the accepted tokens, or (logits mode) segments
  *      the packed step with the accept_core.h rule and rewrites the rows whose draft child the
@@ -57,6 +58,7 @@ struct AcceptTreeArgs
     int32_t numDraftNodes;       //!< N
     int32_t numPaths;            //!< P
     int32_t maxPathLen;          //!< D + 1
+    int32_t minRun;              //!< the judge's minimum run (accept_core.h), 1 = none
     int32_t* acceptedTokens;     //!< [B, D + 1] out
     int32_t* acceptedLens;       //!< [B] out
     int32_t* bestPath;           //!< [B] out
@@ -73,6 +75,7 @@ struct RewriteLogitsArgs
                                     //!< host_context_lengths): sequence s owns (tokenEnds[s-1], tokenEnds[s]]
     int32_t numSequences;           //!< S
     float threshold;                //!< probability threshold of the judge
+    int32_t minRun;                 //!< the judge's minimum run (accept_core.h), 1 = none
     void* rewrittenLogits;          //!< [L, vocab_size] out, of logitsType
 };
 
@@ -88,6 +91,7 @@ struct RewriteTreeLogitsArgs
     int32_t numDraftNodes;       //!< N
     int32_t numPaths;            //!< P
     int32_t maxPathLen;          //!< D + 1
+    int32_t minRun;              //!< the judge's minimum run (accept_core.h), 1 = none
     void* rewrittenLogits;       //!< [L, vocab_size] out, of logitsType
 };
 
@@ -117,20 +121,21 @@ inline size_t rewriteWorkspaceBytes(int64_t numRows, int64_t vocabSize, int64_t 
         + static_cast<size_t>(numSequences < 0 ? 0 : numSequences) * sizeof(int32_t);
 }
 
-//! Accept mode. Returns cudaErrorInvalidValue for inconsistent sizes or a workspace too small.
+//! Accept mode. Returns cudaErrorInvalidValue for inconsistent sizes (minRun < 1 among them) or a workspace too
+//! small.
 cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
 
 //! Logits mode: args.tokenEnds must already hold the step's token ends on the device (the caller copies
 //! sequenceTokenEnds there, e.g. at tokenEndsWorkspaceOffset). Returns cudaErrorInvalidValue for
-//! inconsistent sizes or a workspace too small for the partials.
+//! inconsistent sizes (minRun < 1 among them) or a workspace too small for the partials.
 cudaError_t launchRewriteLogits(
     RewriteLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
 
 //! Tree logits mode (TensorRT-LLM's EAGLE engine step): kernel 1 copies every row to the output, kernel 2
 //! (one block per request) checks the step's rows add up (draft_lens is in device memory), refuses a request
 //! whose paths are not one tree or whose siblings share a token, and rewrites the parent rows of the judged
-//! nodes on its best accepted path. Returns cudaErrorInvalidValue for inconsistent sizes, a judge that reads
-//! the draft, or a workspace too small for the partials.
+//! nodes on its best accepted path. Returns cudaErrorInvalidValue for inconsistent sizes (minRun < 1 among
+//! them), a judge that reads the draft, or a workspace too small for the partials.
 cudaError_t launchRewriteTreeLogits(
     RewriteTreeLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream);
 

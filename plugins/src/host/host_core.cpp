@@ -245,11 +245,11 @@ int32_t autojudge_host_judge_nodes(int32_t batch_size, int32_t num_draft_nodes, 
     int32_t target_hidden_size, void const* draft_hidden, int32_t draft_hidden_size, int32_t num_blocks,
     int32_t const* feature_blocks, float const* judge_weight, float judge_bias, int32_t const* draft_tokens,
     int32_t num_paths, int32_t max_path_len, int32_t const* paths, int32_t const* draft_lens,
-    int32_t const* greedy_child, int32_t* target_argmax, float* judge_logit)
+    int32_t const* greedy_child, int32_t min_run, int32_t* target_argmax, float* judge_logit)
 {
     int64_t const numNodes = int64_t{num_draft_nodes} + 1;
     HostRows rows;
-    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1
+    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1 && min_run >= 1
         && batch_size * numNodes <= INT32_MAX
         && hostRows(static_cast<int32_t>(batch_size * numNodes), vocab_size, logits_dtype, target_logits, hidden_dtype,
             target_hidden, target_hidden_size, draft_hidden, draft_hidden_size, num_blocks, feature_blocks,
@@ -267,20 +267,20 @@ int32_t autojudge_host_judge_nodes(int32_t batch_size, int32_t num_draft_nodes, 
         scores[row] = scoreRow(rows, row);
         target_argmax[row] = scores[row].argmax;
     }
-    std::vector<uint8_t> mismatch(numNodes);
+    std::vector<uint8_t> judgeable(numNodes); // [N + 1]
     for (int64_t b = 0; b < batch_size; ++b)
     {
         int32_t const* draftTokens = draft_tokens + b * num_draft_nodes;
         int64_t const first = b * numNodes;
         int32_t const numValidNodes = autojudge::validNodeCount(draft_lens[b], num_draft_nodes);
-        std::fill(mismatch.begin(), mismatch.end(), 0);
+        std::fill(judgeable.begin(), judgeable.end(), 0);
         for (int32_t p = 0; p < num_paths; ++p)
         {
             int32_t const* path = paths + (b * num_paths + p) * int64_t{max_path_len};
             if (autojudge::isPathRow(path))
             {
-                autojudge::markMismatches(path, max_path_len, numValidNodes, draftTokens, target_argmax + first,
-                    mismatch.data());
+                autojudge::markJudgeable(path, max_path_len, numValidNodes, draftTokens, target_argmax + first, min_run,
+                    judgeable.data());
             }
         }
         auto const tokenOf = [draftTokens](int32_t node) { return draftTokens[node - 1]; };
@@ -290,7 +290,7 @@ int32_t autojudge_host_judge_nodes(int32_t batch_size, int32_t num_draft_nodes, 
                 ? autojudge::treeLookahead(greedy_child + first, n, numValidNodes)
                 : autojudge::Lookahead{autojudge::kPad, autojudge::kPad};
             judge_logit[first + n]
-                = mismatch[n] ? judgeNode(rows, scores.data() + first, first, n, ahead, tokenOf) : INFINITY;
+                = judgeable[n] ? judgeNode(rows, scores.data() + first, first, n, ahead, tokenOf) : INFINITY;
         }
     }
     return AUTOJUDGE_HOST_OK;
@@ -298,10 +298,10 @@ int32_t autojudge_host_judge_nodes(int32_t batch_size, int32_t num_draft_nodes, 
 
 int32_t autojudge_host_accept_tree(int32_t batch_size, int32_t num_draft_nodes, int32_t num_paths, int32_t max_path_len,
     int32_t const* draft_tokens, int32_t const* target_argmax, int32_t const* paths, float const* judge_logit,
-    float const* threshold, int32_t const* draft_lens, int32_t* accepted_tokens, int32_t* accepted_lens,
-    int32_t* best_path, int32_t* judged_count)
+    float const* threshold, int32_t const* draft_lens, int32_t min_run, int32_t* accepted_tokens,
+    int32_t* accepted_lens, int32_t* best_path, int32_t* judged_count)
 {
-    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1
+    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1 && min_run >= 1
         && (batch_size == 0
             || (target_argmax && draft_lens && accepted_tokens && accepted_lens && best_path && judged_count
                 && (num_draft_nodes == 0 || draft_tokens) && (num_paths == 0 || paths) && (!judge_logit || threshold)));
@@ -310,18 +310,28 @@ int32_t autojudge_host_accept_tree(int32_t batch_size, int32_t num_draft_nodes, 
         return AUTOJUDGE_HOST_INVALID_ARGUMENT;
     }
     int64_t const numNodes = int64_t{num_draft_nodes} + 1;
-    std::vector<uint8_t> relaxed(numNodes);
+    std::vector<uint8_t> relaxed(numNodes); // [N + 1] judgeable, then judged
     for (int64_t b = 0; b < batch_size; ++b)
     {
         int32_t const* draftTokens = draft_tokens + b * num_draft_nodes;
         int32_t const* targetArgmax = target_argmax + b * numNodes;
         int32_t const* sequencePaths = paths + b * num_paths * int64_t{max_path_len};
-        double const cut = judge_logit ? autojudge::thresholdLogit(threshold[b]) : 0.0;
-        for (int64_t n = 0; n < numNodes; ++n)
-        {
-            relaxed[n] = judge_logit && n > 0 && autojudge::judgeRelaxes(judge_logit[b * numNodes + n], cut);
-        }
         int32_t const numValidNodes = autojudge::validNodeCount(draft_lens[b], num_draft_nodes);
+        std::fill(relaxed.begin(), relaxed.end(), 0);
+        for (int32_t p = 0; judge_logit && p < num_paths; ++p)
+        {
+            int32_t const* path = sequencePaths + int64_t{p} * max_path_len;
+            if (autojudge::isPathRow(path))
+            {
+                autojudge::markJudgeable(path, max_path_len, numValidNodes, draftTokens, targetArgmax, min_run,
+                    relaxed.data());
+            }
+        }
+        double const cut = judge_logit ? autojudge::thresholdLogit(threshold[b]) : 0.0;
+        for (int64_t n = 1; judge_logit && n < numNodes; ++n)
+        {
+            relaxed[n] = relaxed[n] && autojudge::judgeRelaxes(judge_logit[b * numNodes + n], cut);
+        }
         autojudge::PathWalk best = autojudge::noPathYet();
         int32_t bestIndex = autojudge::kNoPathIndex;
         for (int32_t p = 0; p < num_paths; ++p)
@@ -382,10 +392,10 @@ int32_t autojudge_host_judge_rows(int32_t num_rows, int32_t vocab_size, int32_t 
     void const* draft_hidden, int32_t draft_hidden_size, int32_t num_blocks, int32_t const* feature_blocks,
     float const* judge_weight, float judge_bias, int32_t num_tokens, int32_t const* input_ids,
     int32_t const* last_token_ids, int32_t num_sequences, int32_t const* request_types,
-    int32_t const* host_context_lengths, int32_t* target_argmax, float* judge_logit)
+    int32_t const* host_context_lengths, int32_t min_run, int32_t* target_argmax, float* judge_logit)
 {
     HostRows rows;
-    bool const valid = num_tokens >= 0 && num_sequences >= 0
+    bool const valid = num_tokens >= 0 && num_sequences >= 0 && min_run >= 1
         && hostRows(num_rows, vocab_size, logits_dtype, target_logits, hidden_dtype, target_hidden, target_hidden_size,
             draft_hidden, draft_hidden_size, num_blocks, feature_blocks, judge_weight, judge_bias, rows)
         && (num_rows == 0 || (last_token_ids && target_argmax && judge_logit)) && (num_tokens == 0 || input_ids)
@@ -409,13 +419,15 @@ int32_t autojudge_host_judge_rows(int32_t num_rows, int32_t vocab_size, int32_t 
     }
     // aligned rows lie in their sequence's positions, so every position read is in [0, T)
     auto const tokenOf = [&](int32_t row) { return input_ids[last_token_ids[row] - 1]; };
+    auto const isExact = [&](int32_t row) { return tokenOf(row) == target_argmax[row - 1]; };
     for (autojudge::SequenceRows const& sequence : sequences)
     {
         int32_t const lastRow = sequence.firstRow + sequence.numDrafts;
         for (int32_t child = sequence.firstRow + 1; child <= lastRow; ++child)
         {
             int32_t const draftToken = tokenOf(child);
-            if (autojudge::tokenInVocab(draftToken, vocab_size) && draftToken != target_argmax[child - 1])
+            if (autojudge::tokenInVocab(draftToken, vocab_size) && draftToken != target_argmax[child - 1]
+                && autojudge::chainRunReaches(child, lastRow, min_run, isExact))
             {
                 judge_logit[child]
                     = judgeNode(rows, scores.data(), 0, child, autojudge::chainLookahead(child, lastRow), tokenOf);
@@ -428,9 +440,9 @@ int32_t autojudge_host_judge_rows(int32_t num_rows, int32_t vocab_size, int32_t 
 int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
     void const* target_logits, int32_t const* target_argmax, float const* judge_logit, int32_t num_tokens,
     int32_t const* input_ids, int32_t const* last_token_ids, int32_t num_sequences, int32_t const* request_types,
-    int32_t const* host_context_lengths, float threshold, void* rewritten_logits)
+    int32_t const* host_context_lengths, float threshold, int32_t min_run, void* rewritten_logits)
 {
-    bool const valid = num_rows >= 0 && vocab_size > 0 && num_tokens >= 0 && num_sequences >= 0
+    bool const valid = num_rows >= 0 && vocab_size > 0 && num_tokens >= 0 && num_sequences >= 0 && min_run >= 1
         && autojudge::isElementType(logits_dtype)
         && (num_rows == 0 || (target_logits && target_argmax && judge_logit && last_token_ids && rewritten_logits))
         && (num_tokens == 0 || input_ids) && (num_sequences == 0 || (request_types && host_context_lengths));
@@ -448,8 +460,11 @@ int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int3
         static_cast<size_t>(num_rows) * static_cast<size_t>(vocab_size) * autojudge::elementBytes(type));
     double const cut = autojudge::thresholdLogit(threshold);
     autojudge::FloatFormat const format = autojudge::floatFormat(type);
+    // aligned rows lie in their sequence's positions, so every position read is in [0, T)
+    auto const isExact = [&](int32_t row) { return input_ids[last_token_ids[row] - 1] == target_argmax[row - 1]; };
     for (autojudge::SequenceRows const& sequence : rows)
     {
+        int32_t const lastRow = sequence.firstRow + sequence.numDrafts;
         for (int32_t k = 1; k <= sequence.numDrafts; ++k)
         {
             int32_t const child = sequence.firstRow + k;
@@ -458,7 +473,8 @@ int32_t autojudge_host_rewrite_logits(int32_t num_rows, int32_t vocab_size, int3
             int32_t const draftToken = input_ids[position];
             int32_t const parentArgmax = target_argmax[parent];
             if (parentArgmax < 0 || parentArgmax >= vocab_size
-                || !autojudge::judgeRewritesRow(draftToken, parentArgmax, vocab_size, judge_logit[child], cut))
+                || !autojudge::judgeRewritesRow(draftToken, parentArgmax, vocab_size, judge_logit[child], cut)
+                || !autojudge::chainRunReaches(child, lastRow, min_run, isExact))
             {
                 continue;
             }
@@ -503,10 +519,10 @@ int32_t autojudge_host_judge_tree_rows(int32_t num_rows, int32_t vocab_size, int
     void const* draft_hidden, int32_t draft_hidden_size, int32_t num_blocks, int32_t const* feature_blocks,
     float const* judge_weight, float judge_bias, int32_t batch_size, int32_t num_draft_nodes,
     int32_t const* draft_tokens, int32_t const* draft_lens, int32_t num_paths, int32_t max_path_len,
-    int32_t const* paths, int32_t const* greedy_child, int32_t* target_argmax, float* judge_logit)
+    int32_t const* paths, int32_t const* greedy_child, int32_t min_run, int32_t* target_argmax, float* judge_logit)
 {
     HostRows rows;
-    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1
+    bool const valid = batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0 && max_path_len >= 1 && min_run >= 1
         && hostRows(num_rows, vocab_size, logits_dtype, target_logits, hidden_dtype, target_hidden, target_hidden_size,
             draft_hidden, draft_hidden_size, num_blocks, feature_blocks, judge_weight, judge_bias, rows)
         && !autojudge::readsDraft(rows.judge.layout)
@@ -540,13 +556,14 @@ int32_t autojudge_host_judge_tree_rows(int32_t num_rows, int32_t vocab_size, int
         }
         int32_t const* draftTokens = draft_tokens + int64_t{b} * num_draft_nodes;
         int32_t const* argmax = target_argmax + request.firstRow;
-        std::vector<uint8_t> mismatch(request.numNodes + 1, 0);
+        std::vector<uint8_t> judgeable(request.numNodes + 1, 0); // [draft_lens[b] + 1]
         for (int32_t p = 0; p < num_paths; ++p)
         {
             int32_t const* path = paths + (int64_t{b} * num_paths + p) * max_path_len;
             if (autojudge::isPathRow(path))
             {
-                autojudge::markMismatches(path, max_path_len, request.numNodes, draftTokens, argmax, mismatch.data());
+                autojudge::markJudgeable(path, max_path_len, request.numNodes, draftTokens, argmax, min_run,
+                    judgeable.data());
             }
         }
         auto const tokenOf = [draftTokens](int32_t node) { return draftTokens[node - 1]; };
@@ -555,7 +572,7 @@ int32_t autojudge_host_judge_tree_rows(int32_t num_rows, int32_t vocab_size, int
         {
             autojudge::Lookahead const ahead = greedyChild ? autojudge::treeLookahead(greedyChild, n, request.numNodes)
                                                            : autojudge::Lookahead{autojudge::kPad, autojudge::kPad};
-            if (mismatch[n])
+            if (judgeable[n])
             {
                 judge_logit[request.firstRow + n]
                     = judgeNode(rows, scores.data() + request.firstRow, request.firstRow, n, ahead, tokenOf);
@@ -568,10 +585,10 @@ int32_t autojudge_host_judge_tree_rows(int32_t num_rows, int32_t vocab_size, int
 int32_t autojudge_host_rewrite_tree_logits(int32_t num_rows, int32_t vocab_size, int32_t logits_dtype,
     void const* target_logits, int32_t const* target_argmax, float const* judge_logit, int32_t batch_size,
     int32_t num_draft_nodes, int32_t const* draft_tokens, int32_t const* draft_lens, int32_t num_paths,
-    int32_t max_path_len, int32_t const* paths, float const* threshold, void* rewritten_logits)
+    int32_t max_path_len, int32_t const* paths, float const* threshold, int32_t min_run, void* rewritten_logits)
 {
     bool const valid = num_rows >= 0 && vocab_size > 0 && batch_size >= 0 && num_draft_nodes >= 0 && num_paths >= 0
-        && max_path_len >= 1 && autojudge::isElementType(logits_dtype)
+        && max_path_len >= 1 && min_run >= 1 && autojudge::isElementType(logits_dtype)
         && (num_rows == 0 || (target_logits && target_argmax && judge_logit && rewritten_logits))
         && (batch_size == 0
             || (draft_lens && threshold && (num_draft_nodes == 0 || draft_tokens) && (num_paths == 0 || paths)));
@@ -599,13 +616,24 @@ int32_t autojudge_host_rewrite_tree_logits(int32_t num_rows, int32_t vocab_size,
         int32_t const* draftTokens = draft_tokens + int64_t{b} * num_draft_nodes;
         int32_t const* argmax = target_argmax + request.firstRow;
         double const cut = autojudge::thresholdLogit(threshold[b]);
-        std::vector<uint8_t> judged(request.numNodes + 1, 0);
+        int32_t const* requestPaths = paths + int64_t{b} * num_paths * max_path_len;
+        std::vector<uint8_t> judged(request.numNodes + 1, 0); // [draft_lens[b] + 1] judgeable, then judged
+        for (int32_t p = 0; p < num_paths; ++p)
+        {
+            int32_t const* path = requestPaths + int64_t{p} * max_path_len;
+            if (autojudge::isPathRow(path))
+            {
+                autojudge::markJudgeable(path, max_path_len, request.numNodes, draftTokens, argmax, min_run,
+                    judged.data());
+            }
+        }
         std::vector<uint32_t> above(request.numNodes + 1, 0); // the parent row's next value above its maximum
         for (int32_t n = 1; n <= request.numNodes; ++n)
         {
             int32_t const parent = request.parents[n];
-            if (parent == autojudge::kPad || argmax[parent] < 0 || argmax[parent] >= vocab_size)
+            if (!judged[n] || parent == autojudge::kPad || !autojudge::tokenInVocab(argmax[parent], vocab_size))
             {
+                judged[n] = 0;
                 continue;
             }
             int64_t const parentRow = request.firstRow + parent;
@@ -614,7 +642,6 @@ int32_t autojudge_host_rewrite_tree_logits(int32_t num_rows, int32_t vocab_size,
             judged[n] = autojudge::treeNodeJudged(draftTokens[n - 1], argmax[parent], vocab_size,
                 judge_logit[request.firstRow + n], cut, rewritable);
         }
-        int32_t const* requestPaths = paths + int64_t{b} * num_paths * max_path_len;
         autojudge::PathWalk best = autojudge::noPathYet();
         int32_t bestIndex = autojudge::kNoPathIndex;
         for (int32_t p = 0; p < num_paths; ++p)

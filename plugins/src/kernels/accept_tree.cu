@@ -1,7 +1,7 @@
 /*
  * Accept mode, kernel 2: one block per sequence. Merges the partials of the sequence's N + 1 node
- * rows (target argmax, into shared memory), marks the mismatching nodes of every path row
- * (markMismatches), scores them (judgeNode: the rows of the node and of its greedy child and
+ * rows (target argmax, into shared memory), marks the mismatching nodes of every path row whose
+ * exact run reaches the judge's minimum run (markJudgeable), scores them (judgeNode: the rows of the node and of its greedy child and
  * grandchild, from greedy_child), walks every path row with the core's walkPath, picks the best
  * path with pathPrefers (best_path.cuh), and writes the accepted tokens.
  */
@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kAcceptThreads) acceptTreeKernel(
     int32_t const numNodes = args.numDraftNodes + 1;
     int32_t* targetArgmax = shared;                                                  // [N + 1]
     int32_t* draftTokens = shared + numNodes;                                        // [N]
-    uint8_t* relaxed = reinterpret_cast<uint8_t*>(draftTokens + args.numDraftNodes); // [N + 1] mismatch, then judged
+    uint8_t* relaxed = reinterpret_cast<uint8_t*>(draftTokens + args.numDraftNodes); // [N + 1] judgeable, then judged
 
     int64_t const b = blockIdx.x;
     int32_t const firstRow = static_cast<int32_t>(b * numNodes);
@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(kAcceptThreads) acceptTreeKernel(
         int32_t const* path = sequencePaths + int64_t{p} * args.maxPathLen;
         if (isPathRow(path))
         {
-            markMismatches(path, args.maxPathLen, numValidNodes, draftTokens, targetArgmax, relaxed); // writes 1s only
+            markJudgeable(path, args.maxPathLen, numValidNodes, draftTokens, targetArgmax, args.minRun,
+                relaxed); // writes 1s only
         }
     }
     __syncthreads();
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(kAcceptThreads) acceptTreeKernel(
 cudaError_t launchAcceptTree(AcceptTreeArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream)
 {
     bool const sizesOk = args.batchSize >= 0 && args.numDraftNodes >= 0 && args.numDraftNodes < kMaxTreeNodes
-        && args.numPaths >= 0 && args.maxPathLen >= 1
+        && args.numPaths >= 0 && args.maxPathLen >= 1 && args.minRun >= 1
         && int64_t{args.rows.numRows} == int64_t{args.batchSize} * (args.numDraftNodes + 1)
         && kernels::nodeRowsAreConsistent(args.rows)
         && (args.rows.judge.layout.windowTokens == 0 || args.greedyChild != nullptr)

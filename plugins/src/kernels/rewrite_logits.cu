@@ -5,7 +5,8 @@
  * last_token_ids fall there: its root row, then one row per draft token, which must be the
  * sequence's last 1 + K tokens (sequenceRowRange, sequenceRowIsAligned); a sequence whose rows do
  * not match is left unchanged. For every draft row whose token (input_ids[last_token_ids[row] - 1])
- * mismatches the argmax of its parent row and passes the judge (judgeNode; the sequence's draft rows
+ * mismatches the argmax of its parent row, opens at least the judge's minimum run of tokens through
+ * the exact rows after it (chainRunReaches) and passes the judge (judgeNode; the sequence's draft rows
  * are a chain, so a row's c1 and c2 are its next rows, chainLookahead), the parent row's entry for
  * that token becomes the next value above the row's maximum: the draft token is then the row's strict
  * argmax, and an exact-match decoder accepts it. Kernel 1 has already copied every row to the output.
@@ -52,14 +53,16 @@ __global__ void __launch_bounds__(kRewriteThreads) rewriteLogitsKernel(
     int32_t const lastRow = rows.firstRow + rows.numDrafts;
     // aligned rows lie in (tokenStart, tokenEnd], so every position read is in [0, T)
     auto const tokenOf = [&](int32_t row) { return args.inputIds[int64_t{args.lastTokenIds[row]} - 1]; };
+    auto const isExact = [&](int32_t row) { return tokenOf(row) == reduceRow(partials, row - 1, numSplits).argmax; };
     for (int32_t k = 1 + threadIdx.x; k <= rows.numDrafts; k += kRewriteThreads)
     {
         int32_t const child = rows.firstRow + k;
         int32_t const parent = child - 1;
         int32_t const draftToken = tokenOf(child);
         RowScore const parentScore = reduceRow(partials, parent, numSplits);
-        float judgeLogit = INFINITY; // scored only for a mismatching in-vocabulary draft token
-        if (tokenInVocab(draftToken, args.rows.vocabSize) && draftToken != parentScore.argmax)
+        float judgeLogit = INFINITY; // scored only for a mismatching in-vocabulary draft token opening minRun tokens
+        if (tokenInVocab(draftToken, args.rows.vocabSize) && draftToken != parentScore.argmax
+            && chainRunReaches(child, lastRow, args.minRun, isExact))
         {
             Lookahead const ahead = chainLookahead(child, lastRow);
             judgeLogit = judgeNode(args.rows, partials, numSplits, child, ahead,
@@ -83,7 +86,8 @@ __global__ void __launch_bounds__(kRewriteThreads) rewriteLogitsKernel(
 cudaError_t launchRewriteLogits(
     RewriteLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream)
 {
-    bool const sizesOk = args.numSequences >= 0 && args.numTokens >= 0 && kernels::nodeRowsAreConsistent(args.rows)
+    bool const sizesOk = args.numSequences >= 0 && args.numTokens >= 0 && args.minRun >= 1
+        && kernels::nodeRowsAreConsistent(args.rows)
         && (args.rows.numRows == 0 || args.rewrittenLogits != nullptr)
         && (args.numSequences == 0 || args.tokenEnds != nullptr)
         && workspaceBytes >= acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);

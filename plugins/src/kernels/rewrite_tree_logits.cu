@@ -5,7 +5,7 @@
  * checks that the step's rows add up (treeStepRowsAddUp) and that the request's paths are one tree
  * with distinct sibling tokens (recordTreeRow, treeSiblingsDistinct); otherwise the request keeps the
  * rows kernel 1 copied. Then the block merges its rows' partials (target argmax), marks the mismatching
- * nodes of its path rows, scores them (judgeNode), keeps those the judge lets through and whose parent
+ * nodes of its path rows whose exact run reaches the judge's minimum run (markJudgeable), scores them (judgeNode), keeps those the judge lets through and whose parent
  * row can be rewritten (treeNodeJudged), picks the best path (best_path.cuh) and, for every judged
  * node on its accepted prefix, makes the node's token the strict argmax of its parent row.
  */
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kTreeThreads, kTreeBlocksPerSM) rewriteTreeLog
     int32_t* targetArgmax = parents + numNodes;                                   // [N + 1]
     uint32_t* above = reinterpret_cast<uint32_t*>(targetArgmax + numNodes);       // [N + 1]
     int32_t* draftTokens = reinterpret_cast<int32_t*>(above + numNodes);          // [N]
-    uint8_t* judged = reinterpret_cast<uint8_t*>(draftTokens + args.numDraftNodes); // [N + 1] mismatch, then judged
+    uint8_t* judged = reinterpret_cast<uint8_t*>(draftTokens + args.numDraftNodes); // [N + 1] judgeable, then judged
     __shared__ bool wellFormed;
     __shared__ int64_t firstRowShared;
 
@@ -92,12 +92,13 @@ __global__ void __launch_bounds__(kTreeThreads, kTreeBlocksPerSM) rewriteTreeLog
         int32_t const* path = requestPaths + int64_t{p} * args.maxPathLen;
         if (isPathRow(path))
         {
-            markMismatches(path, args.maxPathLen, numValidNodes, draftTokens, targetArgmax, judged); // writes 1s only
+            markJudgeable(path, args.maxPathLen, numValidNodes, draftTokens, targetArgmax, args.minRun,
+                judged); // writes 1s only
         }
     }
     __syncthreads();
     {
-        // the mismatching nodes whose parent row has a finite value above its maximum (it can be rewritten)
+        // the judgeable nodes whose parent row has a finite value above its maximum (it can be rewritten)
         FloatFormat const format = floatFormat(args.rows.logitsType);
         T const* logits = static_cast<T const*>(args.rows.targetLogits);
         for (int32_t n = 1 + threadIdx.x; n <= numValidNodes; n += kTreeThreads)
@@ -158,7 +159,7 @@ cudaError_t launchRewriteTreeLogits(
     RewriteTreeLogitsArgs const& args, void* workspace, size_t workspaceBytes, cudaStream_t stream)
 {
     bool const sizesOk = args.batchSize >= 0 && args.numDraftNodes >= 0 && args.numDraftNodes < kMaxTreeNodes
-        && args.numPaths >= 0 && args.maxPathLen >= 1 && kernels::nodeRowsAreConsistent(args.rows)
+        && args.numPaths >= 0 && args.maxPathLen >= 1 && args.minRun >= 1 && kernels::nodeRowsAreConsistent(args.rows)
         && !readsDraft(args.rows.judge.layout)
         && (args.rows.numRows == 0 || args.rewrittenLogits != nullptr)
         && (args.batchSize == 0

@@ -26,6 +26,7 @@ enum FieldId : int32_t
     kMAX_PATH_LEN,
     kOUTPUT_MODE,
     kTHRESHOLD,
+    kMIN_RUN,
     kFEATURE_SETUP, //!< the first contract's setup field, accepted and never serialized
     kNUM_FIELDS
 };
@@ -50,6 +51,9 @@ constexpr std::array<FieldSpec, kNUM_FIELDS> kFieldSpecs{{
     {"max_path_len", PluginFieldType::kINT32, true, "int32 [1]: D + 1, the columns of paths and accepted_tokens"},
     {"output_mode", PluginFieldType::kINT32, true, "int32 [1]: 0 = accept, 1 = logits, 2 = tree logits"},
     {"threshold", PluginFieldType::kFLOAT32, true, "float32 [1]: the judge threshold of logits mode, in [0, 1]"},
+    {"min_run", PluginFieldType::kINT32, true,
+        "int32 [1]: the judge's minimum run, >= 1: a mismatch whose exact run is shorter is never judged (1 = none, "
+        "the default when absent)"},
     {"feature_setup", PluginFieldType::kINT32, true,
         "int32 [1]: the first contract's setup, 0 = DT, 1 = DD-DT (feature_blocks replaces it)"},
 }};
@@ -324,6 +328,17 @@ bool parseAcceptConfig(nvinfer1::PluginFieldCollection const* fields, AcceptConf
         }
     }
 
+    if (found[kMIN_RUN])
+    {
+        parsed.minRun = readInt(found[kMIN_RUN]);
+        if (parsed.minRun < 1)
+        {
+            error = "field 'min_run' is " + std::to_string(parsed.minRun)
+                + "; it must be >= 1 (the judge's minimum run, 1 = none): export the fields again from the judge file";
+            return false;
+        }
+    }
+
     makeJudgeLayout(parsed.featureBlocks.data(), static_cast<int32_t>(parsed.featureBlocks.size()), parsed.targetHidden,
         parsed.draftHidden, parsed.layout); // the blocks and sizes are valid: checked above
     PluginField const* weight = found[kJUDGE_WEIGHT];
@@ -388,6 +403,7 @@ std::vector<PluginField> acceptConfigFields(AcceptConfig const& config, EnumFiel
         PluginField(kFieldSpecs[kMAX_PATH_LEN].name, &config.maxPathLen, PluginFieldType::kINT32, 1),
         PluginField(kFieldSpecs[kOUTPUT_MODE].name, &enumStorage[0], PluginFieldType::kINT32, 1),
         PluginField(kFieldSpecs[kTHRESHOLD].name, &config.threshold, PluginFieldType::kFLOAT32, 1),
+        PluginField(kFieldSpecs[kMIN_RUN].name, &config.minRun, PluginFieldType::kINT32, 1),
     };
 }
 
@@ -424,7 +440,7 @@ std::string describeAcceptConfig(AcceptConfig const& config)
          << " output_mode="
          << (config.outputMode == OutputMode::kLOGITS ? "logits"
                  : config.outputMode == OutputMode::kTREE_LOGITS ? "tree_logits" : "accept")
-         << " threshold=" << config.threshold;
+         << " threshold=" << config.threshold << " min_run=" << config.minRun;
     return text.str();
 }
 

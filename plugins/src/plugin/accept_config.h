@@ -37,6 +37,7 @@ struct AcceptConfig
     int32_t maxPathLen{1};              //!< D + 1 (accept and tree logits modes)
     OutputMode outputMode{OutputMode::kACCEPT};
     float threshold{0.5f};              //!< the judge's threshold in logits mode (not read in accept mode)
+    int32_t minRun{1};                  //!< the judge's minimum run (accept_core.h), 1 = none (an absent field)
 };
 
 //! Parse and validate `fields`. On failure returns false and sets `error` to a message that names

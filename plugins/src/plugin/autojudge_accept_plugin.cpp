@@ -666,6 +666,7 @@ int32_t AutoJudgeAcceptPlugin::enqueueAccept(nvinfer1::PluginTensorDesc const* i
     args.numDraftNodes = static_cast<int32_t>(inputDesc[idx(AcceptInput::kDRAFT_TOKENS)].dims.d[1]);
     args.numPaths = static_cast<int32_t>(paths.d[1]);
     args.maxPathLen = static_cast<int32_t>(paths.d[2]);
+    args.minRun = mConfig.minRun;
     args.acceptedTokens = static_cast<int32_t*>(outputs[idx(AcceptOutput::kACCEPTED_TOKENS)]);
     args.acceptedLens = static_cast<int32_t*>(outputs[idx(AcceptOutput::kACCEPTED_LENS)]);
     args.bestPath = static_cast<int32_t*>(outputs[idx(AcceptOutput::kBEST_PATH)]);
@@ -724,6 +725,7 @@ int32_t AutoJudgeAcceptPlugin::enqueueLogits(nvinfer1::PluginTensorDesc const* i
     args.lastTokenIds = static_cast<int32_t const*>(inputs[idx(LogitsInput::kLAST_TOKEN_IDS)]);
     args.numSequences = static_cast<int32_t>(inputDesc[idx(LogitsInput::kHOST_REQUEST_TYPES)].dims.d[0]);
     args.threshold = mConfig.threshold;
+    args.minRun = mConfig.minRun;
     args.rewrittenLogits = outputs[idx(LogitsOutput::kREWRITTEN_LOGITS)];
     if (!mStepHasContext)
     {
@@ -775,6 +777,7 @@ int32_t AutoJudgeAcceptPlugin::enqueueTreeLogits(nvinfer1::PluginTensorDesc cons
     args.numDraftNodes = static_cast<int32_t>(inputDesc[idx(TreeLogitsInput::kDRAFT_TOKENS)].dims.d[1]);
     args.numPaths = static_cast<int32_t>(paths.d[1]);
     args.maxPathLen = static_cast<int32_t>(paths.d[2]);
+    args.minRun = mConfig.minRun;
     args.rewrittenLogits = outputs[idx(LogitsOutput::kREWRITTEN_LOGITS)];
     size_t const workspaceBytes = acceptWorkspaceBytes(args.rows.numRows, args.rows.vocabSize);
     cudaError_t const status = launchRewriteTreeLogits(args, workspace, workspaceBytes, stream);
