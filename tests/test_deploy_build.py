@@ -112,13 +112,12 @@ def test_dry_run_needs_the_judge_file(tmp_path):
 
 @pytest.mark.parametrize("route", ["context", "stock"])
 def test_a_judge_the_plugin_cannot_compute_is_refused_naming_the_route(tmp_path, route):
-    """Every route judges with the plugin: offline-only blocks (TT), a per-response limit and a
-    minimum run in the judge's default operating point (calibrate --max-judged, --min-run) are
-    refused before anything is built."""
+    """Every route judges with the plugin: offline-only blocks (TT) and a per-response limit in the
+    judge's default operating point (calibrate --max-judged) are refused before anything is built; a
+    minimum run (calibrate --min-run) is not: the plugin applies it (its min_run field)."""
     name = f"the {route} route"
     for setup, meta, why in [("DT-TT", {}, "the TensorRT plugin computes the blocks"),
-                             ("DT-DT1-DT2-LS", {"max_judged": 3}, "limits a response to 3 judged acceptances"),
-                             ("DT-DT1-DT2-LS", {"min_run": 4}, "open at least 4 tokens")]:
+                             ("DT-DT1-DT2-LS", {"max_judged": 3}, "limits a response to 3 judged acceptances")]:
         F = feature_dim(setup, 16, 32)
         path = tmp_path / f"judge-{setup}-{len(meta)}.safetensors"
         JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 16, 32, meta=meta).save(path)
@@ -126,6 +125,12 @@ def test_a_judge_the_plugin_cannot_compute_is_refused_naming_the_route(tmp_path,
                                              f"{name[0].upper() + name[1:]} runs"):
             build_main(["--route", route, "--draft_model_dir", "d", "--target_model_dir", "t", "--judge", str(path),
                         "--plugin_lib", "p", "--output_dir", str(tmp_path), "--dry-run"])
+    path = tmp_path / "judge-min-run.safetensors"
+    F = feature_dim("DT-DT1-DT2-LS", 16, 32)
+    JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, "DT-DT1-DT2-LS", 16, 32, meta={"min_run": 4}).save(path)
+    assert build_main(["--route", route, "--draft_model_dir", "d", "--target_model_dir", "t", "--judge", str(path),
+                       "--plugin_lib", "p", "--output_dir", str(tmp_path), "--dry-run"]) == 0
+    assert engine_plugin_fields(path, 5, target_hidden=32)["min_run"].tolist() == [4]
 
 
 def task_judge_dry_run(capsys, tmp_path, route, *task):

@@ -66,7 +66,8 @@ def test_field_checks_name_the_field():
     good = engine_plugin_fields(random_head("DT"), 5)
     assert [(n, t) for n, _, t in plugin_field_specs(good)] == [
         ("judge_weight", "FLOAT32"), ("judge_bias", "FLOAT32"), ("feature_blocks", "INT32"), ("target_hidden", "INT32"),
-        ("draft_hidden", "INT32"), ("max_path_len", "INT32"), ("output_mode", "INT32"), ("threshold", "FLOAT32")]
+        ("draft_hidden", "INT32"), ("max_path_len", "INT32"), ("output_mode", "INT32"), ("threshold", "FLOAT32"),
+        ("min_run", "INT32")]
     for change, message in [({"judge_weight": np.ones(3)}, "judge_weight has 3 features"),
                             ({"draft_hidden": np.array([7])}, "do not fit feature_blocks DT"),
                             ({"threshold": np.array([1.5])}, "threshold"),
@@ -75,7 +76,8 @@ def test_field_checks_name_the_field():
                             ({"feature_blocks": np.array([0, 5])}, "judge_weight has 40 features, feature_blocks DT-LS"),
                             ({"max_path_len": np.array([2.5])}, "integers"),
                             ({"judge_bias": np.array([np.nan])}, "finite"),
-                            ({"target_hidden": np.array([40, 40])}, "one value")]:
+                            ({"target_hidden": np.array([40, 40])}, "one value"),
+                            ({"min_run": np.array([0])}, "min_run 0 must be >= 1")]:
         with pytest.raises(ValueError, match=message):
             check_plugin_fields({**good, **change})
     with pytest.raises(ValueError, match="missing"):
@@ -83,13 +85,16 @@ def test_field_checks_name_the_field():
 
 
 def test_field_sets_of_the_first_contract_are_migrated():
-    """feature_setup 0 / 1 (the first contract) become feature_blocks DT / DD-DT."""
+    """feature_setup 0 / 1 (the first contract) become feature_blocks DT / DD-DT; a field set without
+    min_run gets 1 (no minimum run), as the plugin does."""
     for setup, feature_setup in (("DT", 0), ("DD-DT", 1)):
         fields = engine_plugin_fields(random_head(setup), 5)
         old = {k: v for k, v in fields.items() if k != "feature_blocks"} | {"feature_setup": np.array([feature_setup])}
         migrated = check_plugin_fields(old)
         assert list(migrated) == list(FIELD_DTYPES)
         assert migrated["feature_blocks"].tolist() == block_codes(setup).tolist()
+    without = check_plugin_fields({k: v for k, v in fields.items() if k != "min_run"})  # exported before min_run
+    assert without["min_run"].tolist() == [1] and list(without) == list(FIELD_DTYPES)
     with pytest.raises(ValueError, match="feature_setup 2 is not one of"):
         check_plugin_fields({k: v for k, v in fields.items() if k != "feature_blocks"} | {"feature_setup": [2]})
 

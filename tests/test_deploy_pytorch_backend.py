@@ -88,8 +88,7 @@ def test_scorer_refuses_other_setups():
         JudgeScorer(JudgeHead(np.ones(8), np.zeros(8), np.ones(8), 0.0, "DT", 4, 8, meta={"veto": veto}))
     with pytest.raises(ValueError, match=r"has a limit of 2 judged acceptances per response \(max_judged\), which"):
         JudgeScorer(JudgeHead(np.ones(8), np.zeros(8), np.ones(8), 0.0, "DT", 4, 8, meta={"max_judged": 2}))
-    with pytest.raises(ValueError, match=r"has a minimum run of 3 tokens per judged acceptance \(min_run\), which"):
-        JudgeScorer(JudgeHead(np.ones(8), np.zeros(8), np.ones(8), 0.0, "DT", 4, 8, meta={"min_run": 3}))
+    assert JudgeScorer(JudgeHead(np.ones(8), np.zeros(8), np.ones(8), 0.0, "DT", 4, 8, meta={"min_run": 3}))  # applied
     with pytest.raises(ValueError, match="threshold"):
         JudgeScorer(dt_head(), threshold=2.0)
 

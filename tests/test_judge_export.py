@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 
 from test_judge_train import HD, HT, SMALL_GRID, planted_featureset
 from trtllm_autojudge.judge.cli_train import main_export, main_train
-from trtllm_autojudge.judge.export import FILE_NAMES, export_judge, plugin_fields, vllm_judge_config
+from trtllm_autojudge.judge.export import FILE_NAMES, export_judge, plugin_fields, unsupported_reason, vllm_judge_config
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.judge.onnx_graph import build_onnx, check_onnx, run_onnx
 from trtllm_autojudge.judge.train import split_by_group, train_judge
@@ -47,7 +47,8 @@ def test_folded_weights_onnx_and_sklearn_pipeline_agree(trained):
 def test_plugin_fields_name_the_setup(trained):
     _, head, _ = trained
     fields = plugin_fields(head)
-    assert set(fields) == {"judge_weight", "judge_bias", "feature_blocks", "target_hidden", "draft_hidden", "threshold"}
+    assert set(fields) == {"judge_weight", "judge_bias", "feature_blocks", "target_hidden", "draft_hidden", "threshold",
+                           "min_run"}
     assert fields["judge_weight"].dtype == np.float32 and fields["judge_weight"].shape == (head.coef.shape[0],)
     assert fields["judge_bias"].dtype == np.float32 and fields["judge_bias"].shape == (1,)
     assert fields["feature_blocks"].dtype == np.int32 and fields["target_hidden"][0] == HT
@@ -79,8 +80,10 @@ def test_lookahead_judges_export_for_the_plugin_but_not_with_a_veto():
     limited = dataclasses.replace(head, meta={"max_judged": 4})
     with pytest.raises(ValueError, match="limits a response to 4 judged acceptances .*calibrate without --max-judged"):
         plugin_fields(limited)
-    with pytest.raises(ValueError, match="open at least 4 tokens .*calibrate without --min-run"):
-        plugin_fields(dataclasses.replace(head, meta={"min_run": 4}))
+    assert fields["min_run"].tolist() == [1]
+    held = dataclasses.replace(head, meta={"min_run": 4})
+    assert plugin_fields(held)["min_run"].tolist() == [4]  # the plugin applies a minimum run
+    assert "open at least 4 tokens" in unsupported_reason(held, "vllm")  # the research code's vLLM judge does not
 
 
 def test_vllm_judge_config_keys_and_score(trained):

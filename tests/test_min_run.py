@@ -86,14 +86,15 @@ def test_a_judge_with_a_minimum_run_accepts_only_long_runs(tree):
 
 
 def test_the_minimum_run_is_part_of_the_judge():
-    """It changes the fingerprint, keeps the judge out of the compiled core and the exports, is set
-    (or cleared) by --min-run, and is refused below 2 in a file."""
+    """It changes the fingerprint, runs in the compiled core and the plugin but not in the vllm
+    export, is set (or cleared) by --min-run, and is refused below 2 in a file."""
     target, draft = tiny_pair(seed=0)
     head, held = accept_all_judge(target, draft), accept_all_judge(target, draft, min_run=4)
     assert held.min_run == 4 and head.min_run == 1
     assert held.fingerprint() != head.fingerprint() and held.weights_fingerprint() != head.weights_fingerprint()
-    assert JudgeRule(head).fusable and not JudgeRule(held).fusable
-    assert "min_run" in unsupported_reason(held, "plugin") and unsupported_reason(head, "plugin") is None
+    assert JudgeRule(head).fusable and JudgeRule(held).fusable
+    assert unsupported_reason(held, "plugin") is None and unsupported_reason(head, "plugin") is None
+    assert "min_run" in unsupported_reason(held, "vllm") and unsupported_reason(head, "vllm") is None
     with pytest.raises(ValueError, match="min_run must be a whole number"):
         accept_all_judge(target, draft, min_run=1)
     args = lambda m: argparse.Namespace(min_run=m, veto=None)  # noqa: E731

@@ -162,12 +162,12 @@ class JudgeRule:
     @property
     def fusable(self) -> bool:
         """Whether ``torch.ops.autojudge.accept`` implements this judge: any setup of the blocks the
-        compiled core computes (spec/judge_blocks.py: DT, DD, DT1, DT2, DD1, LS), without a token veto,
-        a per-response limit or a minimum run."""
+        compiled core computes (spec/judge_blocks.py: DT, DD, DT1, DT2, DD1, LS), without a token veto
+        or a per-response limit (a minimum run it applies)."""
         from ..spec.judge_blocks import BLOCK_CODES
 
         return (all(b in BLOCK_CODES for b in self.head.blocks) and not self.head.meta.get("veto")
-                and self.max_judged is None and self.min_run == 1)
+                and self.max_judged is None)
 
     def accept_fused(self, ctx: VerifyContext, paths: np.ndarray) -> Acceptance:
         """Judge + path walk in one ``torch.ops.autojudge.accept`` call (CUDA kernel or C++ host core);
@@ -181,7 +181,8 @@ class JudgeRule:
         out = accept(ctx.target_logits, ctx.target_hidden, draft_tokens,
                      torch.full((1,), ctx.tree.num_nodes, dtype=torch.int32, device=device), as_tensor(paths),
                      self.threshold, torch.as_tensor(self.w, device=device), self.c,
-                     ctx.draft_hidden if self.needs_draft_hidden else None, self.head.setup, greedy_child)
+                     ctx.draft_hidden if self.needs_draft_hidden else None, self.head.setup, greedy_child,
+                     self.min_run)
         return Acceptance(*(t.cpu().numpy() for t in (out.accepted_lens, out.best_path, out.accepted_tokens,
                                                        out.judged_count)))
 

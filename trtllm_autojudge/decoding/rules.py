@@ -15,7 +15,8 @@ The lossless mode uses no rule (``relaxed=None``).
 
 ``limit_judged`` caps any relaxed mask at a number of judged nodes per path (the per-response
 limit on judged acceptances, :class:`.modes.JudgeRule` ``max_judged``). ``exact_runs`` counts the
-tokens a node opens through the exact matches below it (the judge's minimum run, ``min_run``).
+tokens a node opens through the exact matches below it (the judge's minimum run, ``min_run``);
+``path_exact_runs`` does so for a batch given as the compiled core takes it (paths, draft_lens).
 """
 from __future__ import annotations
 
@@ -148,3 +149,30 @@ def exact_runs(
         up = parents[rows, n]
         runs[rows, up] = np.maximum(runs[rows, up], runs[rows, n] + 1)
     return runs
+
+
+def path_exact_runs(
+    draft_tokens: np.ndarray,  # [B, N] int: token of node n at column n - 1
+    target_argmax: np.ndarray,  # [B, N+1] int: the target's greedy child of each node
+    paths: np.ndarray,  # [B, P, D+1] int: root-to-leaf node indices, -1 padded
+    draft_lens: np.ndarray | None = None,  # [B] int: nodes 1..draft_lens[b] may be accepted (default N)
+) -> np.ndarray:  # [B, N+1] int64
+    """:func:`exact_runs` of a batch of drafts as the compiled core sees them (``accept_core.h``, "exact
+    run"): a node's parent comes from the path rows, and a node past ``draft_lens`` (never accepted)
+    is no exact match, so it ends a run. Nodes on no path row run 1."""
+    from .tree import node_parents
+
+    draft_tokens, target_argmax = np.asarray(draft_tokens), np.asarray(target_argmax)
+    B, N = draft_tokens.shape
+    if target_argmax.shape != (B, N + 1):
+        raise ValueError(f"target_argmax must be [B, N+1] = [{B}, {N + 1}], got {target_argmax.shape}")
+    parents = np.full((B, N + 1), -1, np.int64)  # [B, N+1]
+    seen = node_parents(paths)  # [B, N'+1], N' the largest node on a path row
+    parents[:, : min(seen.shape[1], N + 1)] = seen[:, : N + 1]
+    lens = np.full(B, N) if draft_lens is None else np.clip(np.asarray(draft_lens), 0, N)
+    nodes = np.arange(N + 1)
+    up = np.take_along_axis(target_argmax, np.maximum(parents, 0), axis=1)  # [B, N+1]: argmax at each parent
+    exact = np.zeros((B, N + 1), bool)  # [B, N+1]
+    exact[:, 1:] = draft_tokens == up[:, 1:]
+    exact &= (parents >= 0) & (nodes[None] <= lens[:, None])
+    return exact_runs(exact, parents)

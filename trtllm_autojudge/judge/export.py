@@ -40,10 +40,10 @@ def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
         return (f"its default operating point limits a response to {head.meta['max_judged']} judged acceptances "
                 f"(max_judged), which the {fmt} format, deciding each cycle on its own, does not apply (only the "
                 f"Python rule does): use a judge file without that limit (calibrate without --max-judged)")
-    if fmt in ("plugin", "vllm") and head.min_run > 1:
+    if fmt == "vllm" and head.min_run > 1:
         return (f"its default operating point asks a judged acceptance to open at least {head.min_run} tokens "
-                f"(min_run), which the {fmt} format does not apply (only the Python rule does): use a judge file "
-                f"without it (calibrate without --min-run)")
+                f"(min_run), which the vllm format does not apply (the Python rule and the plugin do): use a judge "
+                f"file without it (calibrate without --min-run), or export the plugin fields")
     if fmt == "vllm" and head.setup != "DT":
         return (f"the research code's vLLM JudgeConfig takes setup DT only (the target's hidden state), this judge "
                 f"has setup {head.setup}: train with --setup DT")
@@ -61,7 +61,8 @@ def plugin_fields(head: JudgeHead) -> dict[str, np.ndarray]:
         scale)``), ``feature_blocks`` [K] int32 (the setup's blocks as
         :data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`), ``target_hidden`` [1] int32,
         ``draft_hidden`` [1] int32 (0 when no block reads the draft), ``threshold`` [1] float32 (the
-        default probability threshold; the plugin takes the per-request one as an input).
+        default probability threshold; the plugin takes the per-request one as an input), ``min_run``
+        [1] int32 (the judge's minimum run, :attr:`.head.JudgeHead.min_run`; 1: none).
     """
     reason = unsupported_reason(head, "plugin")
     if reason:
@@ -74,6 +75,7 @@ def plugin_fields(head: JudgeHead) -> dict[str, np.ndarray]:
         "target_hidden": np.array([head.target_hidden], np.int32),
         "draft_hidden": np.array([head.draft_hidden if head.needs_draft_hidden else 0], np.int32),
         "threshold": np.array([head.threshold], np.float32),
+        "min_run": np.array([head.min_run], np.int32),
     }
 
 

@@ -3,10 +3,11 @@ the others, which ``build-engines`` and the routes' runtimes give before anythin
 
 Every route computes the judge with the AutoJudgeAccept plugin, so a judge must be exportable to it
 (:func:`trtllm_autojudge.judge.export.unsupported_reason`: blocks of
-:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto, no minimum run), and its
-default operating point must not limit the judged acceptances of a response (``max_judged``,
-``calibrate --max-judged``): the plugin decides each cycle on its own. Beyond that a route runs a setup when it
-can feed every input the setup's blocks read:
+:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto), and its default operating
+point must not limit the judged acceptances of a response (``max_judged``, ``calibrate
+--max-judged``): the plugin decides each cycle on its own. A minimum run (``min_run``, ``calibrate
+--min-run``) every route applies: the plugin's ``min_run`` field, from the judge file. Beyond that a
+route runs a setup when it can feed every input the setup's blocks read:
 
 - the context route feeds the draft's hidden states (``autojudge_draft_hidden``, blocks DD and DD1,
   from the draft engine built with ``draft_model_cls.py``) and the tree's greedy children

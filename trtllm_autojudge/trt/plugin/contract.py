@@ -62,7 +62,9 @@ Output: ``rewritten_logits [L, V]``, for the stock ``EagleSampleAndAcceptDraftTo
 ``feature_blocks`` holds the judge's blocks as :data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`
 codes, in the order of its weights. Field sets of the first contract named the setup with
 ``feature_setup`` (0 = DT, 1 = DD-DT) instead; :func:`check_plugin_fields` migrates them, and the
-plugin itself still accepts them (it serializes ``feature_blocks``).
+plugin itself still accepts them (it serializes ``feature_blocks``). ``min_run`` is the judge's
+minimum run (``accept_core.h``: a mismatching node whose exact run is shorter is never judged); a
+field set without it (exported before it existed) means 1, no minimum, here and in the plugin.
 """
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ FIELD_DTYPES: dict[str, type] = {
     "max_path_len": np.int32,  # [1] D+1
     "output_mode": np.int32,  # [1] OUTPUT_MODES
     "threshold": np.float32,  # [1] default threshold (the logits mode uses it)
+    "min_run": np.int32,  # [1] the judge's minimum run (JudgeHead.min_run), 1 = none
 }
 # trt.PluginFieldType member per NumPy dtype.
 TRT_FIELD_TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32"}
@@ -118,6 +121,7 @@ def check_plugin_fields(fields: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
             raise ValueError(f"feature_setup {setup} is not one of {LEGACY_FEATURE_SETUPS}: give feature_blocks "
                              f"instead")
         fields["feature_blocks"] = block_codes(LEGACY_FEATURE_SETUPS[setup])
+    fields.setdefault("min_run", np.array([1], np.int32))
     missing = [k for k in FIELD_DTYPES if k not in fields]
     extra = [k for k in fields if k not in FIELD_DTYPES]
     if missing or extra:
@@ -155,6 +159,9 @@ def check_plugin_fields(fields: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
                          f"have: output_mode tree_logits runs target-only judges (DT, DT1, DT2, LS)")
     if not 0.0 <= float(out["threshold"][0]) <= 1.0:
         raise ValueError(f"threshold {out['threshold'][0]} must lie in [0, 1]")
+    if int(out["min_run"][0]) < 1:
+        raise ValueError(f"min_run {out['min_run'][0]} must be >= 1 (the judge's minimum run, 1 = none): export the "
+                         f"fields again from the judge file")
     return out
 
 

@@ -1,7 +1,7 @@
 """Plugin fields for one engine build: the judge file's fields plus the deployment's.
 
-The judge file gives the folded weights, bias, feature blocks, hidden sizes and the default
-threshold (:func:`trtllm_autojudge.judge.export.plugin_fields`); the engine build adds the
+The judge file gives the folded weights, bias, feature blocks, hidden sizes, the default
+threshold and the minimum run (:func:`trtllm_autojudge.judge.export.plugin_fields`); the engine build adds the
 longest path (``max_path_len = D+1``) and the output mode.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ def engine_plugin_fields(
     target_hidden: int | None = None,
     draft_hidden: int | None = None,
 ) -> dict[str, np.ndarray]:
-    """All eight ``AutoJudgeAccept`` fields for an engine.
+    """All nine ``AutoJudgeAccept`` fields for an engine.
 
     Parameters
     ----------

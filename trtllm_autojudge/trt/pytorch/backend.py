@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...decoding.rules import judge_relaxed
+from ...decoding.rules import judge_relaxed, path_exact_runs
 from ...judge.head import JudgeHead
 from ...judge.lookahead import node_lookahead
 from ...spec.acceptance import PAD, Acceptance, accept_tree
@@ -66,8 +66,6 @@ class JudgeScorer:
             unapplied.append(f"a token veto (classes {head.meta['veto'].get('classes')})")
         if head.meta.get("max_judged") is not None:
             unapplied.append(f"a limit of {head.meta['max_judged']} judged acceptances per response (max_judged)")
-        if head.min_run > 1:
-            unapplied.append(f"a minimum run of {head.min_run} tokens per judged acceptance (min_run)")
         if unapplied:
             raise ValueError(f"this judge's default operating point has {' and '.join(unapplied)}, which "
                              f"torch.ops.autojudge.accept and the reference path here do not apply (only the Python "
@@ -172,13 +170,16 @@ def accept_requests(
         as_int = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.int32, device=dev)  # noqa: E731
         out = accept(node_logits, node_hidden, as_int(draft_tokens), as_int(draft_lens), as_int(paths),
                      torch.as_tensor(np.asarray(thresholds, np.float32), device=dev), scorer.w.to(dev), scorer.c,
-                     None, scorer.head.setup, None if greedy_child is None else as_int(greedy_child))
+                     None, scorer.head.setup, None if greedy_child is None else as_int(greedy_child),
+                     scorer.head.min_run)
         return Acceptance(accepted_len=out.accepted_lens.cpu().numpy(), best_path=out.best_path.cpu().numpy(),
                           accepted_tokens=out.accepted_tokens.cpu().numpy(), judged_count=out.judged_count.cpu().numpy())
     judge_logit = scorer.judge_logits(node_logits.view(B, N + 1, -1), node_hidden.view(B, N + 1, -1),
                                       np.asarray(draft_tokens), greedy_child)  # [B, N+1]
     target_argmax = node_logits.argmax(-1).cpu().numpy().reshape(B, N + 1)
     relaxed = judge_relaxed(judge_logit, np.asarray(thresholds, np.float64))
+    if scorer.head.min_run > 1:  # JudgeRule.judgeable: a mismatch opening fewer tokens is never judged
+        relaxed &= path_exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= scorer.head.min_run
     return accept_tree(np.asarray(draft_tokens), target_argmax, np.asarray(paths), relaxed, np.asarray(draft_lens))
 
 
