@@ -1,6 +1,7 @@
 """The Python reference of the compiled judge for any setup of spec/judge_blocks.py's blocks: JudgeRule
-(decoding/modes.py, which scores only the mismatching nodes and gives a node without the draft tokens
-its blocks need after it no verdict) per sequence, then accept_tree; in accept mode on a batch of one
+(decoding/modes.py, which scores only the mismatching nodes it may judge, JudgeRule.judgeable: with a
+minimum run, those whose exact run reaches it; and gives a node without the draft tokens its blocks
+need after it no verdict) per sequence, then accept_tree; in accept mode on a batch of one
 draft tree, in logits mode on a packed TensorRT-LLM step (each sequence's draft rows a chain). Shared
 by tests/test_host_core_lookahead.py and the GPU check (tests/gpu)."""
 from __future__ import annotations
@@ -9,18 +10,20 @@ import numpy as np
 import torch
 
 from trtllm_autojudge.decoding.modes import JudgeRule, VerifyContext
-from trtllm_autojudge.decoding.rules import judge_relaxed
+from trtllm_autojudge.decoding.rules import judge_relaxed, path_exact_runs
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead
 from trtllm_autojudge.spec import packed_step
 from trtllm_autojudge.spec.acceptance import Acceptance, accept_tree
 
 
-def judge_head(setup: str, weight: np.ndarray, bias: float, target_hidden: int, draft_hidden: int) -> JudgeHead:
-    """A judge whose folded weights are ``weight`` ([F]) and bias ``bias`` (mean 0, scale 1)."""
+def judge_head(setup: str, weight: np.ndarray, bias: float, target_hidden: int, draft_hidden: int,
+               min_run: int = 1) -> JudgeHead:
+    """A judge whose folded weights are ``weight`` ([F]) and bias ``bias`` (mean 0, scale 1), with the
+    minimum run ``min_run`` (1: none)."""
     F = len(weight)
     return JudgeHead(np.asarray(weight, np.float32), np.zeros(F), np.ones(F), float(bias), setup, draft_hidden,
-                     target_hidden)
+                     target_hidden, meta={"min_run": min_run} if min_run > 1 else {})
 
 
 def ranked_tree(parents: list[int]) -> DraftTree:
@@ -36,10 +39,10 @@ def ranked_tree(parents: list[int]) -> DraftTree:
 
 def _judge_logits(rule: JudgeRule, tree: DraftTree, tokens: np.ndarray, logits: torch.Tensor, hidden: torch.Tensor,
                   draft: torch.Tensor | None) -> np.ndarray:
-    """[N+1]: the rule's judge logits at its mismatches, +inf elsewhere (tokens [N], rows [N+1, .])."""
+    """[N+1]: the rule's judge logits at the mismatches it may judge, +inf elsewhere (tokens [N], rows [N+1, .])."""
     ctx = VerifyContext([0], tree, np.asarray(tokens, np.int64)[None], np.asarray(tree.parents, np.int32)[None], logits,
                         hidden, draft)
-    nodes = ctx.mismatches()
+    nodes = rule.judgeable(ctx, ctx.mismatches())
     return rule.judge_logits(ctx, nodes)[0] if len(nodes) else np.full(tree.num_nodes + 1, np.inf)
 
 
@@ -94,7 +97,9 @@ def cut_in_a_gap(judge_logit: np.ndarray, margin: float) -> float:
 
 
 def accept(judge_logit: np.ndarray, threshold: np.ndarray, draft_tokens: np.ndarray, target_argmax: np.ndarray,
-           paths: np.ndarray, draft_lens: np.ndarray) -> Acceptance:
-    """accept_tree with judge_relaxed of [B, N+1] judge logits at [B] thresholds (float64 cut)."""
+           paths: np.ndarray, draft_lens: np.ndarray, min_run: int = 1) -> Acceptance:
+    """accept_tree with judge_relaxed of [B, N+1] judge logits at [B] thresholds (float64 cut), a node
+    whose exact run (rules.path_exact_runs) is below ``min_run`` never judged."""
     relaxed = judge_relaxed(np.asarray(judge_logit, np.float64), np.asarray(threshold, np.float64))
+    relaxed &= path_exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= min_run
     return accept_tree(draft_tokens, target_argmax, paths, relaxed, draft_lens)

@@ -57,7 +57,7 @@ class Case:
     """One batch of one draft tree: the core's arrays (bf16 as uint16 bits) and the rule's tensors."""
 
     def __init__(self, rng: np.random.Generator, setup: str, dtype: str, tree: DraftTree, batch: int, vocab: int,
-                 special_rows: bool = True):
+                 special_rows: bool = True, min_run: int = 1, follow_share: float = 0.3):
         self.setup, self.tree = setup, tree
         N = tree.num_nodes
         rows = batch * (N + 1)
@@ -65,7 +65,7 @@ class Case:
         hidden = rng.normal(size=(rows, HT)).astype(np.float32)
         draft = rng.normal(size=(rows, HD)).astype(np.float32)
         target_argmax = np.argmax(logits, 1).reshape(batch, N + 1)
-        follow = rng.random((batch, N)) < 0.3
+        follow = rng.random((batch, N)) < follow_share
         parents = np.asarray(tree.parents[1:], np.int64)
         self.draft_tokens = np.where(follow, target_argmax[:, parents], rng.integers(0, vocab, (batch, N)))
         if special_rows and rows > 2:
@@ -98,7 +98,7 @@ class Case:
         else:
             self.arrays = [a.astype(dtype) for a in (logits, hidden, draft)]
             self.tensors = [torch.from_numpy(a) for a in self.arrays]
-        self.head = ref.judge_head(setup, self.weight, self.bias, HT, HD)
+        self.head = ref.judge_head(setup, self.weight, self.bias, HT, HD, min_run)
 
     def mismatch_everywhere(self) -> None:
         """Every node's draft token differs from its parent's target argmax; draft lengths N."""
@@ -113,7 +113,7 @@ class Case:
         looks_ahead = self.head.lookahead > 0
         return core.judge_nodes(logits, hidden, self.draft_tokens, self.paths, self.weight, self.bias, self.setup,
                                 draft if reads_draft(self.setup) else None,
-                                self.greedy_child if looks_ahead else None, self.draft_lens)
+                                self.greedy_child if looks_ahead else None, self.draft_lens, self.head.min_run)
 
     def rule_judge(self) -> np.ndarray:  # [B, N+1]
         logits, hidden, draft = self.tensors
@@ -311,3 +311,88 @@ def test_packed_judge_logits_equal_the_rule_and_the_rewrite_equals_the_reference
                                       err_msg=f"case {case} {step.corrupted}")
         rewritten += int((out != logits).any(axis=1).sum())
     assert scored > 30 and rewritten > 10, (scored, rewritten)
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge's minimum run (accept_core.h "minimum run"; decoding/modes.py JudgeRule.judgeable).
+
+@pytest.mark.parametrize("min_run", [1, 3, 5])
+@pytest.mark.parametrize("setup", ["DT", "DT-DT1-DT2-LS", "DD-DT"])
+def test_min_run_scores_and_accepts_as_the_rule(core, setup, min_run):
+    """With a minimum run, the core scores exactly the nodes JudgeRule.judgeable keeps (within float32),
+    its walk given those logits equals accept_tree, the walk given the logits of every mismatch with
+    min_run applies the minimum itself, and torch.ops.autojudge.accept equals the rule end to end. A
+    minimum run above 1 removes judged acceptances the same judge makes without it."""
+    from trtllm_autojudge.ops.torch_ops import accept
+    rng = np.random.default_rng([min_run, len(setup)])
+    scored = removed = lost = 0
+    for case in range(50):
+        tree = [DraftTree.chain(int(rng.integers(3, 16))), DraftTree.static([2, 2, 1, 1]), random_tree(rng)][case % 3]
+        c = Case(rng, setup, str(rng.choice(DTYPES)), tree, int(rng.integers(1, 4)), 6, min_run=min_run,
+                 follow_share=0.75)
+        argmax, got = c.core_judge(core)
+        want = c.rule_judge()
+        scored += assert_close_logits(got, want, f"case {case} tree {tree.parents}")
+        _, every = core.judge_nodes(*c.arrays[:2], c.draft_tokens, c.paths, c.weight, c.bias, setup,
+                                    c.arrays[2] if reads_draft(setup) else None,
+                                    c.greedy_child if c.head.lookahead else None, c.draft_lens)  # min_run 1
+        assert not (np.isfinite(got) & ~np.isfinite(every)).any()
+        removed += int((np.isfinite(every) & ~np.isfinite(got)).sum())
+        threshold = np.array([ref.cut_in_a_gap(row, 1e-2) for row in every], np.float32)
+        want_acc = ref.accept(every, threshold, c.draft_tokens, argmax, c.paths, c.draft_lens, min_run)
+        for logits_in in (got, every):  # masked by the scoring, or by the walk's own minimum run
+            got_acc = core.accept_tree(c.draft_tokens, argmax, c.paths, logits_in, threshold, c.draft_lens, min_run)
+            for name in ("accepted_len", "best_path", "judged_count", "accepted_tokens"):
+                np.testing.assert_array_equal(getattr(got_acc, name), getattr(want_acc, name), err_msg=f"{name} {case}")
+        free = ref.accept(every, threshold, c.draft_tokens, argmax, c.paths, c.draft_lens)
+        lost += int(free.judged_count.sum() - want_acc.judged_count.sum())
+        rule_threshold = np.array([ref.cut_in_a_gap(row, 1e-2) for row in want], np.float32)
+        target_argmax = c.tensors[0].float().argmax(-1).reshape(want.shape).numpy()
+        rule = ref.accept(want, rule_threshold, c.draft_tokens, target_argmax, c.paths, c.draft_lens)
+        logits, hidden, draft = c.tensors
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            op = accept(logits, hidden, torch.from_numpy(c.draft_tokens), torch.from_numpy(c.draft_lens),
+                        torch.from_numpy(c.paths), torch.from_numpy(rule_threshold), torch.from_numpy(c.weight), c.bias,
+                        draft if reads_draft(setup) else None, setup,
+                        torch.from_numpy(c.greedy_child) if c.head.lookahead else None, min_run)
+        np.testing.assert_array_equal(op.accepted_tokens.numpy(), rule.accepted_tokens, err_msg=f"op, case {case}")
+        np.testing.assert_array_equal(op.judged_count.numpy(), rule.judged_count, err_msg=f"op, case {case}")
+    assert scored > 5, scored
+    if min_run == 1:
+        assert removed == 0 and lost == 0
+    else:
+        assert removed > 10 and lost > 0, (removed, lost)
+
+
+@pytest.mark.parametrize("min_run", [1, 3, 5])
+def test_min_run_in_logits_mode_equals_the_rule(core, min_run):
+    """Logits mode: judge_rows with a minimum run scores the rows JudgeRule.judgeable keeps on each
+    sequence's chain, and rewrite_logits given every mismatch's logit applies the minimum itself: it
+    equals the reference rewrite of the rule's logits. A minimum run above 1 rewrites fewer rows."""
+    setup = "DT-DT1-DT2-LS"
+    rng = np.random.default_rng([11, min_run])
+    removed = fewer = 0
+    for case in range(120):
+        step, (logits, hidden, draft), tensors, weight, bias = packed_case(rng, setup, "float32", 5)
+        sequences = (step.input_ids, step.last_token_ids, step.request_types, step.host_context_lengths)
+        head = ref.judge_head(setup, weight, bias, HT, HD, min_run)
+        try:
+            want = ref.packed_judge_logits(head, tensors[0], tensors[1], None, *sequences)
+        except packed_step.StepMismatch:
+            continue
+        argmax, got = core.judge_rows(logits, hidden, *sequences, weight, bias, setup, None, min_run)
+        assert_close_logits(got, want, f"case {case}")
+        _, every = core.judge_rows(logits, hidden, *sequences, weight, bias, setup)
+        removed += int((np.isfinite(every) & ~np.isfinite(got)).sum())
+        threshold = ref.cut_in_a_gap(every, 1e-2)
+        out = core.rewrite_logits(logits, argmax, every, *sequences, threshold, min_run)
+        masked = np.where(np.isfinite(got), every, np.inf)  # the rule's rows, with the core's float32 logits
+        np.testing.assert_array_equal(out, packed_step.rewrite_logits(logits, argmax, masked, *sequences, threshold),
+                                      err_msg=f"case {case}")
+        free = core.rewrite_logits(logits, argmax, every, *sequences, threshold)
+        fewer += int((free != logits).any(axis=1).sum() - (out != logits).any(axis=1).sum())
+    if min_run == 1:
+        assert removed == 0 and fewer == 0
+    else:
+        assert removed > 10 and fewer > 0, (removed, fewer)
