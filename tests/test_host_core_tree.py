@@ -221,3 +221,39 @@ def test_torch_op_on_cpu_equals_the_host_core(core, torch_dtype):
         assert got.dtype == logits.dtype
         got_bits = got.view(torch.int16).numpy().view(np.uint16) if torch_dtype == "bfloat16" else got.numpy()
         np.testing.assert_array_equal(got_bits, want)
+
+
+@pytest.mark.parametrize("min_run", [1, 3, 5])
+def test_min_run_scores_and_rewrites_as_the_rule(core, min_run):
+    """The judge's minimum run in tree logits mode: judge_tree_rows scores the mismatches whose exact run
+    (rules.path_exact_runs, JudgeRule.judgeable's rule on the request's tree) reaches min_run, and
+    rewrite_tree_logits given every mismatch's logit applies the minimum itself: it equals the reference
+    rewrite of the logits with the shorter runs removed. A minimum above 1 rewrites fewer rows."""
+    from trtllm_autojudge.decoding.rules import path_exact_runs
+    ht = 8
+    weight = np.random.default_rng(5).normal(size=ht).astype(np.float32)
+    removed = fewer = 0
+    for case, step in random_steps(20 + min_run, 600, vocab=4, broken_every=10 ** 9):
+        hidden = np.random.default_rng(case).normal(size=(len(step.logits), ht)).astype(np.float32)
+        tree = (step.draft_tokens, step.draft_lens, step.paths)
+        argmax, every = core.judge_tree_rows(step.logits, hidden, *tree, weight, 0.1, "DT")
+        _, got = core.judge_tree_rows(step.logits, hidden, *tree, weight, 0.1, "DT", None, min_run)
+        masked = every.copy()
+        first_rows, _ = reference_segmentation(step)
+        for b, first in enumerate(first_rows.tolist()):
+            n = int(step.draft_lens[b])
+            runs = path_exact_runs(step.draft_tokens[b:b + 1, :n], argmax[first:first + n + 1][None], step.paths[b:b + 1],
+                                   [n])[0]  # [n+1]
+            masked[first:first + n + 1][runs < min_run] = np.inf
+        np.testing.assert_array_equal(got, masked, err_msg=f"scored nodes, case {case}")
+        removed += int((np.isfinite(every) & ~np.isfinite(got)).sum())
+        threshold = np.full(len(step.draft_lens), 1.0, np.float32)  # every scored node passes the judge
+        out = core.rewrite_tree_logits(step.logits, argmax, every, *tree, threshold, min_run)
+        np.testing.assert_array_equal(out, tree_step.rewrite_tree_logits(step.logits, argmax, masked, *tree, threshold),
+                                      err_msg=f"case {case}")
+        free = core.rewrite_tree_logits(step.logits, argmax, every, *tree, threshold)
+        fewer += int((free != step.logits).any(axis=1).sum() - (out != step.logits).any(axis=1).sum())
+    if min_run == 1:
+        assert removed == 0 and fewer == 0
+    else:
+        assert removed > 20 and fewer > 0, (removed, fewer)

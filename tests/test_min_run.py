@@ -103,3 +103,51 @@ def test_the_minimum_run_is_part_of_the_judge():
     assert apply_rule_options(held, args(None), None).min_run == 4
     with pytest.raises(SystemExit, match="--min-run"):
         apply_rule_options(head, args(0), None)
+
+
+@pytest.mark.parametrize("branching", [[1] * 7, [2, 2, 1, 1], [3, 1, 2]])
+def test_path_exact_runs_equal_exact_runs_on_the_tree(branching):
+    """rules.path_exact_runs (the compiled core's form: path rows, draft_lens) == exact_runs of the tree
+    cut after draft_lens[b], a node past it no exact match."""
+    from trtllm_autojudge.decoding.rules import path_exact_runs
+    tree = DraftTree.static(branching)
+    N = tree.num_nodes
+    rng = np.random.default_rng(len(branching))
+    B = 6
+    target_argmax = rng.integers(0, 3, size=(B, N + 1))
+    draft_tokens = rng.integers(0, 3, size=(B, N))
+    draft_lens = np.array([N, 0, N // 2, N - 1, 1, N])
+    runs = path_exact_runs(draft_tokens, target_argmax, tree.paths[None].repeat(B, 0), draft_lens)
+    parents = np.asarray(tree.parents)
+    for b in range(B):
+        exact = np.zeros(N + 1, bool)
+        exact[1:] = draft_tokens[b] == target_argmax[b, parents[1:]]
+        exact[draft_lens[b] + 1:] = False
+        assert runs[b].tolist() == brute_runs(exact, parents).tolist()
+
+
+@pytest.mark.parametrize("tree, min_run", [(DraftTree.chain(6), 3), (DraftTree.chain(6), 5),
+                                           (DraftTree.static([2, 2, 1, 1]), 3)], ids=["chain-3", "chain-5", "tree-3"])
+def test_the_compiled_core_applies_the_minimum_run_as_the_rule(tree, min_run):
+    """JudgeRule.accept_fused (torch.ops.autojudge.accept, the host core on CPU) with a minimum run ==
+    the Python rule, token for token and judged acceptance for judged acceptance; the minimum removes
+    judged acceptances the same judge makes without it."""
+    target, draft = tiny_pair(seed=0)
+    rng = np.random.default_rng(min_run)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    coef = 0.05 * rng.normal(size=F)
+    free_judged = held_judged = 0
+    for prompt in prompts(4):
+        runs = {}
+        for meta in ({}, {"min_run": min_run}):
+            head = JudgeHead(coef, np.zeros(F), np.ones(F), -0.5, "DT", draft.hidden_size, target.hidden_size, 0.5,
+                             meta=meta)
+            ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head), max_new_tokens=MAX_NEW)
+            op = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head), max_new_tokens=MAX_NEW,
+                                      fused=True)
+            assert op.tokens == ref.tokens
+            assert [(c.accepted, c.judged) for c in op.cycles] == [(c.accepted, c.judged) for c in ref.cycles]
+            runs[bool(meta)] = sum(c.judged for c in ref.cycles)
+        free_judged += runs[False]
+        held_judged += runs[True]
+    assert free_judged > held_judged > 0, (free_judged, held_judged)

@@ -158,21 +158,29 @@ def path_exact_runs(
     draft_lens: np.ndarray | None = None,  # [B] int: nodes 1..draft_lens[b] may be accepted (default N)
 ) -> np.ndarray:  # [B, N+1] int64
     """:func:`exact_runs` of a batch of drafts as the compiled core sees them (``accept_core.h``, "exact
-    run"): a node's parent comes from the path rows, and a node past ``draft_lens`` (never accepted)
-    is no exact match, so it ends a run. Nodes on no path row run 1."""
-    from .tree import node_parents
-
-    draft_tokens, target_argmax = np.asarray(draft_tokens), np.asarray(target_argmax)
+    run"): from the path rows, a node's run is the largest over the rows through it of 1 + the
+    consecutive exact matches after it on the row; a row ends at a node past ``draft_lens`` (never
+    accepted) or at -1. Nodes may come in any order (an EAGLE step numbers a child before its parent);
+    nodes on no path row run 1. On a :class:`.tree.DraftTree`'s rows it equals :func:`exact_runs`."""
+    draft_tokens, target_argmax, paths = np.asarray(draft_tokens), np.asarray(target_argmax), np.asarray(paths)
     B, N = draft_tokens.shape
-    if target_argmax.shape != (B, N + 1):
-        raise ValueError(f"target_argmax must be [B, N+1] = [{B}, {N + 1}], got {target_argmax.shape}")
-    parents = np.full((B, N + 1), -1, np.int64)  # [B, N+1]
-    seen = node_parents(paths)  # [B, N'+1], N' the largest node on a path row
-    parents[:, : min(seen.shape[1], N + 1)] = seen[:, : N + 1]
+    if target_argmax.shape != (B, N + 1) or paths.ndim != 3 or paths.shape[0] != B:
+        raise ValueError(f"with draft_tokens [B, N] = {draft_tokens.shape}, target_argmax must be [B, N+1] and paths "
+                         f"[B, P, D+1]; got {target_argmax.shape} and {paths.shape}")
     lens = np.full(B, N) if draft_lens is None else np.clip(np.asarray(draft_lens), 0, N)
-    nodes = np.arange(N + 1)
-    up = np.take_along_axis(target_argmax, np.maximum(parents, 0), axis=1)  # [B, N+1]: argmax at each parent
-    exact = np.zeros((B, N + 1), bool)  # [B, N+1]
-    exact[:, 1:] = draft_tokens == up[:, 1:]
-    exact &= (parents >= 0) & (nodes[None] <= lens[:, None])
-    return exact_runs(exact, parents)
+    runs = np.ones((B, N + 1), np.int64)  # [B, N+1]
+    for b in range(B):
+        for row in paths[b]:
+            if row[0] != 0:
+                continue  # a padding row
+            nodes = [0]
+            for node in row[1:].tolist():
+                if not 1 <= node <= lens[b]:
+                    break
+                nodes.append(node)
+            run = 1  # of the node after the last one seen, counting back along the row
+            for j in range(len(nodes) - 1, -1, -1):
+                child_exact = j + 1 < len(nodes) and draft_tokens[b, nodes[j + 1] - 1] == target_argmax[b, nodes[j]]
+                run = run + 1 if child_exact else 1
+                runs[b, nodes[j]] = max(runs[b, nodes[j]], run)
+    return runs
