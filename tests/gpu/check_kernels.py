@@ -8,7 +8,9 @@ kernel == host core == Python), chains too short for a verdict, NaN/inf logits, 
 breaks the 16-byte alignment. Logits mode: the kernels against the C++ host core, bit for bit, and
 the host core against the rule, on packed TensorRT-LLM steps, DT and lookahead setups. Tree logits
 mode: the kernels against the C++ host core, bit for bit, on EAGLE engine steps (trees up to 63
-nodes, DT and DT-DT1-DT2-LS; the host core is checked against spec/tree_step.py in CI). Prints
+nodes, DT and DT-DT1-DT2-LS; the host core is checked against spec/tree_step.py in CI). Every mode
+also runs a judge with a minimum run (min_run 3 or 4: only mismatches opening that many tokens
+through exact matches are judged, JudgeRule.judgeable). Prints
 "ok <case>" or "FAIL <case>: ..." per case; exits 1 on any failure.
 
 ``--smoke`` runs small versions of the same cases on the CPU (the host core stands in for the
@@ -87,8 +89,9 @@ def check_rewrite(step: cases.PackedStep) -> tuple[str | None, str]:
     sequences = step.sequences()
     argmax, judge = core.judge_rows(logits, cases.host_array(step.target_hidden), *sequences,
                                     cases.host_array(step.judge_weight), step.judge_bias, step.setup,
-                                    None if step.draft_hidden is None else cases.host_array(step.draft_hidden))
-    want = core.rewrite_logits(logits, argmax, judge, *sequences, step.threshold)
+                                    None if step.draft_hidden is None else cases.host_array(step.draft_hidden),
+                                    step.min_run)
+    want = core.rewrite_logits(logits, argmax, judge, *sequences, step.threshold, step.min_run)
     rule = packed_step.rewrite_logits(logits, argmax, step.judge_logit, *sequences, step.threshold)
     if not np.array_equal(want.view(np.uint8), rule.view(np.uint8)):
         rows = np.unique(np.argwhere(want != rule)[:, 0])[:5].tolist()
@@ -114,8 +117,10 @@ def check_tree_rewrite(case: cases.TreeCase) -> tuple[str | None, str]:
     core, logits = host_core(), cases.host_array(case.target_logits)
     greedy = None if case.greedy_child is None else case.greedy_child.cpu().numpy()
     argmax, judge = core.judge_tree_rows(logits, cases.host_array(case.target_hidden), *case.host_args(),
-                                         cases.host_array(case.judge_weight), case.judge_bias, case.setup, greedy)
-    want = core.rewrite_tree_logits(logits, argmax, judge, *case.host_args(), case.threshold.cpu().numpy())
+                                         cases.host_array(case.judge_weight), case.judge_bias, case.setup, greedy,
+                                         case.min_run)
+    want = core.rewrite_tree_logits(logits, argmax, judge, *case.host_args(), case.threshold.cpu().numpy(),
+                                    case.min_run)
     got_bits = bits(got)
     want_bits = want.view(got_bits.dtype)
     if not np.array_equal(got_bits, want_bits):
@@ -162,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
          dict(batch=16, tree=cases.chain(8), dtype="fp32", setup=SHIPPED, hidden_dtype="bf16"), True),
         (f"bf16 chain K=2 B=4 {SHIPPED} (no verdict)", dict(batch=4, tree=cases.chain(2), dtype="bf16", setup=SHIPPED),
          True),
+        # the judge's minimum run (accept_core.h markJudgeable): only mismatches opening min_run tokens are judged
+        ("bf16 chain K=16 B=64 DT min_run 3",
+         dict(batch=batch(64), tree=cases.chain(16), dtype="bf16", setup="DT", min_run=3), True),
+        ("fp16 random tree 63 nodes B=16 DD-DT min_run 4",
+         dict(batch=16, tree=cases.random_tree(63, seed=3), dtype="fp16", setup="DD-DT", min_run=4), True),
+        (f"fp32 static tree [3,2,2,1] B=8 {SHIPPED} min_run 3",
+         dict(batch=8, tree=DraftTree.static([3, 2, 2, 1]), dtype="fp32", setup=SHIPPED, min_run=3), True),
     ]
     failures = 0
     start = time.perf_counter()
@@ -183,12 +195,18 @@ def main(argv: list[str] | None = None) -> int:
         for requests, setup in ((3, "DT"), (64, "DT"), (16, TARGET_ONLY), (16, SHIPPED)):
             step = cases.packed_step(requests, 8, V, dtype, device, seed=requests, setup=setup, **hidden)
             failures += report(f"logits mode {dtype} {requests} requests {setup}", *check_rewrite(step))
+        step = cases.packed_step(16, 8, V, dtype, device, seed=5, setup=TARGET_ONLY, min_run=3, **hidden)
+        failures += report(f"logits mode {dtype} 16 requests {TARGET_ONLY} min_run 3", *check_rewrite(step))
     for dtype in cases.DTYPES:
         for seed, setup in enumerate(("DT", TARGET_ONLY, "DT", TARGET_ONLY)):
             case = cases.tree_case(V, dtype, device, seed=seed, setup=setup, target_hidden=hidden.get("target_hidden",
                                                                                                      4096))
             failures += report(f"tree logits mode {dtype} {len(case.draft_lens)} requests {setup} seed {seed}",
                                *check_tree_rewrite(case))
+        case = cases.tree_case(V, dtype, device, seed=7, setup="DT", target_hidden=hidden.get("target_hidden", 4096),
+                               min_run=3)
+        failures += report(f"tree logits mode {dtype} {len(case.draft_lens)} requests DT min_run 3",
+                           *check_tree_rewrite(case))
     print(f"{'FAILED' if failures else 'all cases agree'}: {failures} failure(s), "
           f"{time.perf_counter() - start:.0f} s")
     return 1 if failures else 0

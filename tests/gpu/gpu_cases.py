@@ -49,14 +49,16 @@ class AcceptCase:
     judge_weight: torch.Tensor  # [F] float32
     judge_bias: float
     judge_logit: np.ndarray | None  # [B, N+1] float64: the rule's, +inf at the nodes it does not score (judged)
+    min_run: int = 1  # the judge's minimum run (1: none)
 
     def op_args(self) -> tuple:  # trtllm_autojudge.ops.torch_ops.accept's
         return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
-                self.threshold, self.judge_weight, self.judge_bias, self.draft_hidden, self.setup, self.greedy_child)
+                self.threshold, self.judge_weight, self.judge_bias, self.draft_hidden, self.setup, self.greedy_child,
+                self.min_run)
 
     def extension_args(self) -> tuple:  # the CUDA binding's accept (plugins/torch/accept_op.cpp)
         return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
-                self.threshold, self.judge_weight, self.judge_bias, block_codes(self.setup).tolist(),
+                self.threshold, self.judge_weight, self.judge_bias, block_codes(self.setup).tolist(), self.min_run,
                 self.draft_hidden, self.greedy_child)
 
     def on(self, device: str) -> "AcceptCase":
@@ -64,7 +66,8 @@ class AcceptCase:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return AcceptCase(self.name, self.setup, self.tree, *(move(t) for t in (
             self.target_logits, self.target_hidden, self.draft_hidden, self.greedy_child, self.draft_tokens,
-            self.draft_lens, self.paths, self.threshold, self.judge_weight)), self.judge_bias, self.judge_logit)
+            self.draft_lens, self.paths, self.threshold, self.judge_weight)), self.judge_bias, self.judge_logit,
+            self.min_run)
 
 
 def _cut_in_a_gap(judge_logit: np.ndarray) -> float:
@@ -80,8 +83,8 @@ def random_weights(setup: str, target_hidden: int, draft_hidden: int, gen: torch
 
 
 def accept_case(name: str, batch: int, tree: DraftTree, vocab: int, dtype: str, setup: str, device: str,
-                seed: int, hidden_dtype: str | None = None, target_hidden: int = 4096, draft_hidden: int = 2048
-                ) -> AcceptCase:
+                seed: int, hidden_dtype: str | None = None, target_hidden: int = 4096, draft_hidden: int = 2048,
+                min_run: int = 1) -> AcceptCase:
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
     N = tree.num_nodes
@@ -104,7 +107,7 @@ def accept_case(name: str, batch: int, tree: DraftTree, vocab: int, dtype: str, 
     as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     greedy_child = as_tensor(np.stack([tree.greedy_child] * batch).astype(np.int32)) if window_tokens(setup) else None
     case = AcceptCase(name, setup, tree, logits, hidden, draft, greedy_child, as_tensor(draft_tokens),
-                      as_tensor(draft_lens), as_tensor(paths), None, weight, bias, None)
+                      as_tensor(draft_lens), as_tensor(paths), None, weight, bias, None, min_run)
     return judged(case)
 
 
@@ -113,7 +116,7 @@ def judged(case: AcceptCase) -> AcceptCase:
     and each sequence's threshold in a wide gap of them."""
     draft_hidden = 0 if case.draft_hidden is None else case.draft_hidden.shape[1]
     head = ref.judge_head(case.setup, case.judge_weight.cpu().numpy(), case.judge_bias, case.target_hidden.shape[1],
-                          draft_hidden)
+                          draft_hidden, case.min_run)
     case.judge_logit = ref.tree_judge_logits(head, case.tree, case.target_logits, case.target_hidden,
                                              case.draft_hidden, case.draft_tokens.cpu().numpy(),
                                              case.draft_lens.cpu().numpy())
@@ -129,7 +132,7 @@ def reference_accept(case: AcceptCase, numpy_argmax: bool = False) -> Acceptance
     logits = case.target_logits.float()
     argmax = np.argmax(logits.cpu().numpy(), axis=1) if numpy_argmax else logits.argmax(-1).cpu().numpy()
     return ref.accept(case.judge_logit, case.threshold.cpu().numpy(), case.draft_tokens.cpu().numpy(),
-                      argmax.reshape(B, N + 1), case.paths.cpu().numpy(), case.draft_lens.cpu().numpy())
+                      argmax.reshape(B, N + 1), case.paths.cpu().numpy(), case.draft_lens.cpu().numpy(), case.min_run)
 
 
 def chain(k: int) -> DraftTree:
@@ -157,16 +160,17 @@ class PackedStep:
     judge_weight: torch.Tensor  # [F]
     judge_bias: float
     judge_logit: np.ndarray  # [L] float64: the rule's, +inf at the rows it does not score
+    min_run: int = 1  # the judge's minimum run (1: none)
 
     def op_args(self) -> tuple:  # trtllm_autojudge.ops.torch_ops.rewrite_logits'
         return (self.target_logits, self.target_hidden, self.input_ids, self.last_token_ids, self.request_types,
                 self.host_context_lengths, self.threshold, self.judge_weight, self.judge_bias, self.draft_hidden,
-                self.setup)
+                self.setup, self.min_run)
 
     def extension_args(self) -> tuple:  # the CUDA binding's rewrite_logits
         return (self.target_logits, self.target_hidden, self.input_ids, self.last_token_ids, self.request_types,
                 self.host_context_lengths, self.threshold, self.judge_weight, self.judge_bias,
-                block_codes(self.setup).tolist(), self.draft_hidden)
+                block_codes(self.setup).tolist(), self.min_run, self.draft_hidden)
 
     def sequences(self) -> tuple:  # input_ids, last_token_ids, request_types, host_context_lengths as NumPy
         return tuple(t.cpu().numpy() for t in (self.input_ids, self.last_token_ids, self.request_types,
@@ -174,7 +178,7 @@ class PackedStep:
 
 
 def packed_step(requests: int, max_draft: int, vocab: int, dtype: str, device: str, seed: int, setup: str = "DT",
-                target_hidden: int = 4096, draft_hidden: int = 2048) -> PackedStep:
+                target_hidden: int = 4096, draft_hidden: int = 2048, min_run: int = 1) -> PackedStep:
     """``requests`` context requests (chunks up to 40 tokens, last chunks with up to ``max_draft``
     drafts) and a few generation beams; drafts follow the target's argmax often."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -186,13 +190,13 @@ def packed_step(requests: int, max_draft: int, vocab: int, dtype: str, device: s
     hidden = torch.randn(L, target_hidden, generator=gen, device=device).to(DTYPES[dtype])
     draft = torch.randn(L, draft_hidden, generator=gen, device=device).to(DTYPES[dtype]) if reads_draft(setup) else None
     weight, bias = random_weights(setup, target_hidden, draft_hidden, gen, device)
-    head = ref.judge_head(setup, weight.cpu().numpy(), bias, target_hidden, draft_hidden)
+    head = ref.judge_head(setup, weight.cpu().numpy(), bias, target_hidden, draft_hidden, min_run)
     sequences = (step.input_ids, step.last_token_ids, step.request_types, step.host_context_lengths)
     judge = ref.packed_judge_logits(head, logits, hidden, draft, *sequences)
     on_device = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     return PackedStep(setup, logits, hidden, draft, on_device(step.input_ids), on_device(step.last_token_ids),
                       torch.from_numpy(step.request_types), torch.from_numpy(step.host_context_lengths),
-                      _cut_in_a_gap(judge), weight, bias, judge)
+                      _cut_in_a_gap(judge), weight, bias, judge, min_run)
 
 
 @dataclass
@@ -209,14 +213,15 @@ class TreeCase:
     judge_weight: torch.Tensor  # [F] float32
     judge_bias: float
     greedy_child: torch.Tensor | None  # [B, N+1] int32 when a block looks ahead
+    min_run: int = 1  # the judge's minimum run (1: none)
 
     def op_args(self) -> tuple:  # trtllm_autojudge.ops.torch_ops.rewrite_tree_logits'
         return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
-                self.threshold, self.judge_weight, self.judge_bias, self.setup, self.greedy_child)
+                self.threshold, self.judge_weight, self.judge_bias, self.setup, self.greedy_child, self.min_run)
 
     def extension_args(self) -> tuple:  # the CUDA binding's rewrite_tree_logits
         return (self.target_logits, self.target_hidden, self.draft_tokens, self.draft_lens, self.paths,
-                self.threshold, self.judge_weight, self.judge_bias, block_codes(self.setup).tolist(),
+                self.threshold, self.judge_weight, self.judge_bias, block_codes(self.setup).tolist(), self.min_run,
                 self.greedy_child)
 
     def host_args(self) -> tuple:  # the host core's judge_tree_rows / rewrite_tree_logits tree arguments
@@ -242,7 +247,7 @@ def first_children(paths: np.ndarray, draft_lens: np.ndarray) -> np.ndarray:
 
 
 def tree_case(vocab: int, dtype: str, device: str, seed: int, setup: str = "DT", max_nodes: int = 63,
-              target_hidden: int = 4096) -> TreeCase:
+              target_hidden: int = 4096, min_run: int = 1) -> TreeCase:
     """1-5 requests with random trees of up to ``max_nodes`` nodes (children often the target's argmax);
     the threshold in a gap of the host core's judge logits, so float32 sums in any order decide alike."""
     rng = np.random.default_rng(seed)
@@ -253,9 +258,10 @@ def tree_case(vocab: int, dtype: str, device: str, seed: int, setup: str = "DT",
     weight, bias = random_weights(setup, target_hidden, 0, gen, device)
     greedy = first_children(step.paths, step.draft_lens) if window_tokens(setup) else None
     _, judge = host_core().judge_tree_rows(host_array(logits), host_array(hidden), step.draft_tokens, step.draft_lens,
-                                           step.paths, weight.cpu().numpy(), bias, setup, greedy)
+                                           step.paths, weight.cpu().numpy(), bias, setup, greedy, min_run)
     on_device = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     threshold = torch.full((len(step.draft_lens),), _cut_in_a_gap(judge.astype(np.float64)), dtype=torch.float32,
                            device=device)
     return TreeCase(setup, logits, hidden, on_device(step.draft_tokens), on_device(step.draft_lens),
-                    on_device(step.paths), threshold, weight, bias, None if greedy is None else on_device(greedy))
+                    on_device(step.paths), threshold, weight, bias, None if greedy is None else on_device(greedy),
+                    min_run)
