@@ -342,3 +342,27 @@ def test_the_table_keeps_its_columns_apart_at_their_widest():
     assert line.split() == ["judge@0.0550084", "14.48", "1.194x", "[1.028,", "1.395]", "100.0%", "[63.1%,", "100.0%]",
                             "0/8", "31.2%", "100.0%", "[63.1%,", "100.0%]", "15.0", "1.8%"]
     assert len(head) >= len(line.rstrip())
+
+
+@pytest.mark.parametrize("tree", [DraftTree.chain(K), DraftTree.static([2, 2, 1])], ids=["chain", "tree"])
+def test_the_compiled_core_applies_a_minimum_run_as_the_python_rule(tmp_path, tree):
+    """eval --accept-impl core with a judge whose default operating point has a minimum run (min_run 3):
+    the host core emits the Python rule's tokens and judged acceptances, fewer of them than the same
+    judge makes without the minimum."""
+    target, draft = tiny_pair(seed=3)
+    checker = KeyTokens(window=10)
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(3, seed=5)]
+    rng = np.random.default_rng(1)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    free = JudgeHead(0.05 * rng.normal(size=F), np.zeros(F), np.ones(F), -0.4, "DT", draft.hidden_size,
+                     target.hidden_size, 0.5)
+    held = replace(free, meta={"min_run": 3})
+    points = parse_points("judge@0.45")
+    run = lambda impl, out, judge: run_points(target, draft, decode, questions, points, tree, checker,  # noqa: E731
+                                              tmp_path / out, judge, None, MAX_NEW, progress=False, accept_impl=impl)
+    by = lambda runs: {r["qid"]: r for r in runs if r["spec"] == "judge@0.45"}  # noqa: E731
+    python, core = by(run("python", "py", held)), by(run("core", "core", held))
+    assert {q: r["tokens"] for q, r in python.items()} == {q: r["tokens"] for q, r in core.items()}
+    assert {q: r["judged_accepts"] for q, r in python.items()} == {q: r["judged_accepts"] for q, r in core.items()}
+    without = by(run("core", "free", free))
+    assert 0 < sum(r["judged_accepts"] for r in core.values()) < sum(r["judged_accepts"] for r in without.values())
