@@ -150,7 +150,7 @@ def eagle_block(judge_file: str | Path, plugin_library: str | Path, tree: DraftT
 
 
 def eagle_plugin_fields(block: EagleBlock, target_hidden: int) -> dict[str, np.ndarray]:
-    """The eight plugin fields of the EAGLE target: tree logits mode, ``max_path_len = num_eagle_layers + 1``,
+    """The nine plugin fields of the EAGLE target: tree logits mode, ``max_path_len = num_eagle_layers + 1``,
     the build's threshold; a judge for another hidden size, or one the route does not run, is refused."""
     head = JudgeHead.load(block.judge_file)
     check_route_judge("eagle", head, dynamic_tree=block.eagle_choices is None)

@@ -87,7 +87,7 @@ def stock_block(judge_file: str | Path, plugin_library: str | Path, *, max_draft
 
 
 def stock_plugin_fields(block: StockBlock, target_hidden: int) -> dict[str, np.ndarray]:
-    """The eight plugin fields of the stock target: logits mode, the block's threshold,
+    """The nine plugin fields of the stock target: logits mode, the block's threshold,
     ``max_path_len = max_draft_len + 1``; a judge for another hidden size, or one the stock route
     does not run, is refused."""
     head = JudgeHead.load(block.judge_file)

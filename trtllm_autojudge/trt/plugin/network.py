@@ -37,7 +37,7 @@ def add_autojudge_plugin(network, inputs: Sequence, fields: Mapping[str, np.ndar
         them: ``draft_hidden`` only when a block reads the draft, ``greedy_child`` (accept mode) only
         when one looks ahead.
     fields : dict
-        All eight fields (:func:`.fields.engine_plugin_fields`).
+        All nine fields (:func:`.fields.engine_plugin_fields`).
     """
     trt = _tensorrt()
     fields = check_plugin_fields(fields)
