@@ -5,6 +5,7 @@ import ast
 import re
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +79,11 @@ def test_batch_acceptance_of_a_step(use_op):
     assert (s1.tokens, s1.rows, s1.accepted, s1.judged) == ([3, 4, 1], [0, 1, 3], 2, 0)
     lossless = accept_requests(scorer, logits, hidden, index, draft, np.array([3, 4]), paths, np.zeros(2), use_op)
     assert step_tokens(lossless, 0, paths).tokens == [5, 9]  # the exact-match walk stops at node 2
+    # node 2 opens 2 tokens (itself, then node 3 exact): a minimum run of 2 keeps it judged, one of 3 does not
+    for min_run, tokens in ((2, [5, 6, 7, 8]), (3, [5, 9])):
+        held = JudgeScorer(replace(head, meta={"min_run": min_run}), threshold=0.5)
+        acc = accept_requests(held, logits, hidden, index, draft, np.array([3, 4]), paths, np.array([0.5, 0.5]), use_op)
+        assert step_tokens(acc, 0, paths).tokens == tokens, min_run
 
 
 def test_scorer_refuses_other_setups():
