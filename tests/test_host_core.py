@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from trtllm_autojudge.decoding.rules import judge_relaxed
+from trtllm_autojudge.decoding.rules import judge_relaxed, path_exact_runs
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.spec import packed_step
 from trtllm_autojudge.spec.acceptance import PAD, accept_tree
@@ -42,8 +42,10 @@ def bf16_values(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def reference(draft_tokens, target_argmax, paths, judge_logit, threshold, draft_lens):
+def reference(draft_tokens, target_argmax, paths, judge_logit, threshold, draft_lens, min_run=1):
     relaxed = None if judge_logit is None else judge_relaxed(judge_logit.astype(np.float64), threshold.astype(np.float64))
+    if relaxed is not None:  # JudgeRule.judgeable: a mismatch whose exact run is below min_run is never judged
+        relaxed &= path_exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= min_run
     return accept_tree(draft_tokens, target_argmax, paths, relaxed, draft_lens)
 
 
@@ -100,12 +102,18 @@ def random_case(rng: np.random.Generator):
 
 def test_host_core_equals_reference_on_random_cases(core):
     rng = np.random.default_rng(2024)
+    held = 0  # judged acceptances a minimum run removed
     for case in range(3000):
         args = random_case(rng)
         lossless = case % 7 == 0
         if lossless:
             args = args[:3] + (None, None) + args[5:]
-        assert_same(core.accept_tree(*args), reference(*args), f"case {case}")
+        min_run = (1, 3, 5)[case % 3]
+        got = core.accept_tree(*args, min_run)
+        assert_same(got, reference(*args, min_run), f"case {case} min_run {min_run}")
+        if min_run > 1 and not lossless:
+            held += int(core.accept_tree(*args).judged_count.sum() - got.judged_count.sum())
+    assert held > 100, held
 
 
 def test_judge_edge_cases(core):
