@@ -93,7 +93,8 @@ AUTOJUDGE_HD double thresholdLogit(float threshold)
     return ::log(t) - ::log1p(-t);
 }
 
-//! The judge lets a mismatching node through: a finite judge logit below logit(threshold).
+//! The judge lets a mismatching node through: a finite judge logit below logit(threshold). The node is
+//! judged when, besides, its exact run reaches min_run (markJudgeable, chainRunReaches: the callers).
 AUTOJUDGE_HD bool judgeRelaxes(float judgeLogit, double cut)
 {
     return isFiniteFloat(judgeLogit) && static_cast<double>(judgeLogit) < cut;
@@ -349,7 +350,8 @@ AUTOJUDGE_HD bool sequenceRowIsAligned(int32_t lastTokenId, int32_t j, int32_t n
 }
 
 //! Logits mode: does the judge make row `parent` prefer the draft token of its child node? Only a
-//! mismatching in-vocabulary draft token whose judge logit passes the threshold is rewritten.
+//! mismatching in-vocabulary draft token whose judge logit passes the threshold is rewritten (and only
+//! when its exact run reaches min_run, chainRunReaches, which the callers check).
 AUTOJUDGE_HD bool judgeRewritesRow(int32_t draftToken, int32_t parentArgmax, int32_t vocabSize, float judgeLogit,
     double cut)
 {
@@ -446,7 +448,8 @@ AUTOJUDGE_HD bool treeSiblingsDistinct(int32_t const* parents, //!< [numValidNod
 }
 
 //! Tree logits mode: does the judge let node n through? A mismatching in-vocabulary token with a
-//! passing judge logit, whose parent row has a finite value above its maximum (so it can be rewritten).
+//! passing judge logit, whose parent row has a finite value above its maximum (so it can be rewritten);
+//! the callers ask only about the nodes markJudgeable marked (exact run >= min_run).
 AUTOJUDGE_HD bool treeNodeJudged(int32_t draftToken, int32_t parentArgmax, int32_t vocabSize, float judgeLogit,
     double cut, bool parentRewritable)
 {
