@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from trtllm_autojudge.decoding.modes import JudgeRule, VerifyContext
-from trtllm_autojudge.decoding.rules import judge_relaxed, path_exact_runs
+from trtllm_autojudge.decoding.rules import judge_relaxed, exact_runs
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead
 from trtllm_autojudge.spec import packed_step
@@ -99,7 +99,7 @@ def cut_in_a_gap(judge_logit: np.ndarray, margin: float) -> float:
 def accept(judge_logit: np.ndarray, threshold: np.ndarray, draft_tokens: np.ndarray, target_argmax: np.ndarray,
            paths: np.ndarray, draft_lens: np.ndarray, min_run: int = 1) -> Acceptance:
     """accept_tree with judge_relaxed of [B, N+1] judge logits at [B] thresholds (float64 cut), a node
-    whose exact run (rules.path_exact_runs) is below ``min_run`` never judged."""
+    whose exact run (rules.exact_runs) is below ``min_run`` never judged."""
     relaxed = judge_relaxed(np.asarray(judge_logit, np.float64), np.asarray(threshold, np.float64))
-    relaxed &= path_exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= min_run
+    relaxed &= exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= min_run
     return accept_tree(draft_tokens, target_argmax, paths, relaxed, draft_lens)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from trtllm_autojudge.decoding.rules import judge_relaxed, path_exact_runs
+from trtllm_autojudge.decoding.rules import judge_relaxed, exact_runs
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.spec import packed_step
 from trtllm_autojudge.spec.acceptance import PAD, accept_tree
@@ -45,7 +45,7 @@ def bf16_values(bits: np.ndarray) -> np.ndarray:
 def reference(draft_tokens, target_argmax, paths, judge_logit, threshold, draft_lens, min_run=1):
     relaxed = None if judge_logit is None else judge_relaxed(judge_logit.astype(np.float64), threshold.astype(np.float64))
     if relaxed is not None:  # JudgeRule.judgeable: a mismatch whose exact run is below min_run is never judged
-        relaxed &= path_exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= min_run
+        relaxed &= exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= min_run
     return accept_tree(draft_tokens, target_argmax, paths, relaxed, draft_lens)
 
 

@@ -226,10 +226,10 @@ def test_torch_op_on_cpu_equals_the_host_core(core, torch_dtype):
 @pytest.mark.parametrize("min_run", [1, 3, 5])
 def test_min_run_scores_and_rewrites_as_the_rule(core, min_run):
     """The judge's minimum run in tree logits mode: judge_tree_rows scores the mismatches whose exact run
-    (rules.path_exact_runs, JudgeRule.judgeable's rule on the request's tree) reaches min_run, and
+    (rules.exact_runs, JudgeRule.judgeable's rule on the request's tree) reaches min_run, and
     rewrite_tree_logits given every mismatch's logit applies the minimum itself: it equals the reference
     rewrite of the logits with the shorter runs removed. A minimum above 1 rewrites fewer rows."""
-    from trtllm_autojudge.decoding.rules import path_exact_runs
+    from trtllm_autojudge.decoding.rules import exact_runs
     ht = 8
     weight = np.random.default_rng(5).normal(size=ht).astype(np.float32)
     removed = fewer = 0
@@ -242,7 +242,7 @@ def test_min_run_scores_and_rewrites_as_the_rule(core, min_run):
         first_rows, _ = reference_segmentation(step)
         for b, first in enumerate(first_rows.tolist()):
             n = int(step.draft_lens[b])
-            runs = path_exact_runs(step.draft_tokens[b:b + 1, :n], argmax[first:first + n + 1][None], step.paths[b:b + 1],
+            runs = exact_runs(step.draft_tokens[b:b + 1, :n], argmax[first:first + n + 1][None], step.paths[b:b + 1],
                                    [n])[0]  # [n+1]
             masked[first:first + n + 1][runs < min_run] = np.inf
         np.testing.assert_array_equal(got, masked, err_msg=f"scored nodes, case {case}")

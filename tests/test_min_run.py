@@ -26,20 +26,6 @@ def brute_runs(exact: np.ndarray, parents: np.ndarray) -> np.ndarray:  # [N+1] f
     return np.array([run(n) for n in range(len(parents))])
 
 
-@pytest.mark.parametrize("branching", [[1] * 7, [2, 2, 1, 1], [3, 1, 2]])
-def test_exact_runs_match_a_walk_of_every_path(branching):
-    tree = DraftTree.static(branching)
-    rng = np.random.default_rng(sum(branching) * 7 + len(branching))
-    parents = np.tile(np.asarray(tree.parents), (5, 1))  # [B, N+1]
-    exact = rng.random(parents.shape) < 0.7  # [B, N+1]
-    exact[:, 0] = False
-    runs = exact_runs(exact, parents)
-    for b in range(parents.shape[0]):
-        assert runs[b].tolist() == brute_runs(exact[b], parents[b]).tolist()
-    with pytest.raises(ValueError, match=r"\[B, N\+1\]"):
-        exact_runs(exact[:, 1:], parents)
-
-
 def accept_all_judge(target, draft, **meta) -> JudgeHead:
     F = feature_dim("DT", draft.hidden_size, target.hidden_size)
     return JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), -100.0, "DT", draft.hidden_size, target.hidden_size, 0.5,
@@ -106,10 +92,9 @@ def test_the_minimum_run_is_part_of_the_judge():
 
 
 @pytest.mark.parametrize("branching", [[1] * 7, [2, 2, 1, 1], [3, 1, 2]])
-def test_path_exact_runs_equal_exact_runs_on_the_tree(branching):
-    """rules.path_exact_runs (the compiled core's form: path rows, draft_lens) == exact_runs of the tree
-    cut after draft_lens[b], a node past it no exact match."""
-    from trtllm_autojudge.decoding.rules import path_exact_runs
+def test_exact_runs_match_a_walk_of_every_descendant(branching):
+    """rules.exact_runs (from the path rows, as the compiled core takes them) == a recursive walk of
+    each node's descendants in the tree cut after draft_lens[b], a node past it no exact match."""
     tree = DraftTree.static(branching)
     N = tree.num_nodes
     rng = np.random.default_rng(len(branching))
@@ -117,13 +102,15 @@ def test_path_exact_runs_equal_exact_runs_on_the_tree(branching):
     target_argmax = rng.integers(0, 3, size=(B, N + 1))
     draft_tokens = rng.integers(0, 3, size=(B, N))
     draft_lens = np.array([N, 0, N // 2, N - 1, 1, N])
-    runs = path_exact_runs(draft_tokens, target_argmax, tree.paths[None].repeat(B, 0), draft_lens)
+    runs = exact_runs(draft_tokens, target_argmax, tree.paths[None].repeat(B, 0), draft_lens)
     parents = np.asarray(tree.parents)
     for b in range(B):
         exact = np.zeros(N + 1, bool)
         exact[1:] = draft_tokens[b] == target_argmax[b, parents[1:]]
         exact[draft_lens[b] + 1:] = False
         assert runs[b].tolist() == brute_runs(exact, parents).tolist()
+    with pytest.raises(ValueError, match=r"target_argmax must be \[B, N\+1\]"):
+        exact_runs(draft_tokens, target_argmax[:, 1:], tree.paths[None].repeat(B, 0))
 
 
 @pytest.mark.parametrize("tree, min_run", [(DraftTree.chain(6), 3), (DraftTree.chain(6), 5),

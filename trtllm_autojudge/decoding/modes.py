@@ -135,9 +135,8 @@ class JudgeRule:
         """The mismatching ``nodes`` whose draft and target tokens are both outside the judge's veto,
         and that open a run of at least the judge's minimum run."""
         if self.min_run > 1 and len(nodes):
-            exact = np.ones((1, ctx.tree.num_nodes + 1), bool)  # [1, N+1]
-            exact[0, ctx.mismatches()] = False
-            nodes = nodes[exact_runs(exact, ctx.parents)[0, nodes] >= self.min_run]
+            runs = exact_runs(ctx.draft_tokens, ctx.target_argmax[None], ctx.tree.paths[None])  # [1, N+1]
+            nodes = nodes[runs[0, nodes] >= self.min_run]
         veto = self.head.meta.get("veto")
         if not veto or len(nodes) == 0:
             return nodes

@@ -15,8 +15,7 @@ The lossless mode uses no rule (``relaxed=None``).
 
 ``limit_judged`` caps any relaxed mask at a number of judged nodes per path (the per-response
 limit on judged acceptances, :class:`.modes.JudgeRule` ``max_judged``). ``exact_runs`` counts the
-tokens a node opens through the exact matches below it (the judge's minimum run, ``min_run``);
-``path_exact_runs`` does so for a batch given as the compiled core takes it (paths, draft_lens).
+tokens a node opens through the exact matches below it (the judge's minimum run, ``min_run``).
 """
 from __future__ import annotations
 
@@ -130,38 +129,18 @@ def limit_judged(
 
 
 def exact_runs(
-    exact: np.ndarray,  # [B, N+1] bool: node n's draft token is the target's greedy child of its parent
-    parents: np.ndarray,  # [B, N+1] int: parent of each node, -1 for the root and unused nodes
-) -> np.ndarray:  # [B, N+1] int64
-    """The run a node opens if it is accepted: 1 (the node) + the longest chain of exact matches
-    below it in the tree. A judged acceptance at node n buys ``runs[n]`` draft tokens before the
-    walk meets another mismatch or the end of the draft, whatever the judge says there.
-
-    Parents precede children (:class:`.tree.DraftTree`), so one pass in reverse node order settles
-    every child before its parent.
-    """
-    exact, parents = np.asarray(exact, bool), np.asarray(parents)
-    if exact.shape != parents.shape or exact.ndim != 2:
-        raise ValueError(f"exact and parents must both be [B, N+1], got {exact.shape} and {parents.shape}")
-    runs = np.ones(exact.shape, np.int64)  # [B, N+1]
-    for n in range(exact.shape[1] - 1, 0, -1):
-        rows = np.flatnonzero(exact[:, n] & (parents[:, n] >= 0))
-        up = parents[rows, n]
-        runs[rows, up] = np.maximum(runs[rows, up], runs[rows, n] + 1)
-    return runs
-
-
-def path_exact_runs(
     draft_tokens: np.ndarray,  # [B, N] int: token of node n at column n - 1
     target_argmax: np.ndarray,  # [B, N+1] int: the target's greedy child of each node
     paths: np.ndarray,  # [B, P, D+1] int: root-to-leaf node indices, -1 padded
     draft_lens: np.ndarray | None = None,  # [B] int: nodes 1..draft_lens[b] may be accepted (default N)
 ) -> np.ndarray:  # [B, N+1] int64
-    """:func:`exact_runs` of a batch of drafts as the compiled core sees them (``accept_core.h``, "exact
-    run"): from the path rows, a node's run is the largest over the rows through it of 1 + the
-    consecutive exact matches after it on the row; a row ends at a node past ``draft_lens`` (never
-    accepted) or at -1. Nodes may come in any order (an EAGLE step numbers a child before its parent);
-    nodes on no path row run 1. On a :class:`.tree.DraftTree`'s rows it equals :func:`exact_runs`."""
+    """The run each node opens if it is accepted (``accept_core.h``, "exact run"): 1 (the node) + the
+    longest chain of exact matches below it, so a judged acceptance at node n buys ``runs[n]`` draft
+    tokens before the walk meets another mismatch or the end of the draft, whatever the judge says
+    there. From the path rows: the largest over the rows through a node of 1 + the consecutive exact
+    matches after it on the row; a row ends at a node past ``draft_lens`` (never accepted) or at -1.
+    Nodes may come in any order (an EAGLE step numbers a child before its parent); nodes on no path
+    row run 1."""
     draft_tokens, target_argmax, paths = np.asarray(draft_tokens), np.asarray(target_argmax), np.asarray(paths)
     B, N = draft_tokens.shape
     if target_argmax.shape != (B, N + 1) or paths.ndim != 3 or paths.shape[0] != B:

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...decoding.rules import judge_relaxed, path_exact_runs
+from ...decoding.rules import judge_relaxed, exact_runs
 from ...judge.head import JudgeHead
 from ...judge.lookahead import node_lookahead
 from ...spec.acceptance import PAD, Acceptance, accept_tree
@@ -179,7 +179,7 @@ def accept_requests(
     target_argmax = node_logits.argmax(-1).cpu().numpy().reshape(B, N + 1)
     relaxed = judge_relaxed(judge_logit, np.asarray(thresholds, np.float64))
     if scorer.head.min_run > 1:  # JudgeRule.judgeable: a mismatch opening fewer tokens is never judged
-        relaxed &= path_exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= scorer.head.min_run
+        relaxed &= exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= scorer.head.min_run
     return accept_tree(np.asarray(draft_tokens), target_argmax, np.asarray(paths), relaxed, np.asarray(draft_lens))
 
 
