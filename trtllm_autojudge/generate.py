@@ -25,7 +25,8 @@ def main(argv: list[str]) -> int:
     task = task_from_args(args)
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
-    judge = apply_rule_options(load_judge(args, target, draft, required=point.method == "judge", task=task), args, tokenizer)
+    judge = load_judge(args, target, draft, required=point.method == "judge", task=task)
+    judge = apply_rule_options(judge, args, tokenizer)
     rule = point.rule(judge)
     try:
         fused = fused_for(rule, args.accept_impl)

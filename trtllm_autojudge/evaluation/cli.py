@@ -23,8 +23,8 @@ from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate
-from .common import (add_decoding_args, apply_rule_options, certificate_lines, draft_tree, judge_certificate, judge_path,
-                     judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
+from .common import (add_decoding_args, apply_rule_options, certificate_lines, draft_tree, judge_certificate,
+                     judge_path, judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
                      refuse_calibration_questions, settle_k)
 from .methods import OperatingPoint, judge_points
 from .plot import plot_frontier
@@ -99,7 +99,8 @@ def main_eval(argv: list[str]) -> int:
                                      [problem_id(p.question) for p in problems], "eval")
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
-    judge = apply_rule_options(None if judge_file is None else load_judge_file(judge_file, target, draft), args, tokenizer)
+    judge = None if judge_file is None else load_judge_file(judge_file, target, draft)
+    judge = apply_rule_options(judge, args, tokenizer)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
     certificate, mismatches = judge_certificate(judge, target, draft, task, args.k if args.tree is None else None,

@@ -45,7 +45,8 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
                         "judge/veto.py): added to the judge file's own veto")
     g.add_argument("--min-run", type=int, default=None, metavar="M",
                    help="ask the judge only about mismatches that open at least M tokens through the exact matches "
-                        "below them (decoding/modes.py JudgeRule): replaces the judge file's own minimum run; 1 for none")
+                        "below them (decoding/modes.py JudgeRule): replaces the judge file's own minimum run; "
+                        "1 for none")
 
 
 def settle_k(args: argparse.Namespace, drafter) -> None:

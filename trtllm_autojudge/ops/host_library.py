@@ -313,7 +313,8 @@ class HostCore:
                          np.empty(B, np.int32))
         self._call(self._lib.autojudge_host_accept_tree, B, N, paths.shape[1], D1, _ptr(draft_tokens),
                    _ptr(target_argmax), _ptr(paths), _ptr(judge_logit), _ptr(threshold), _ptr(draft_lens),
-                   _min_run(min_run), _ptr(out.accepted_tokens), _ptr(out.accepted_len), _ptr(out.best_path), _ptr(out.judged_count))
+                   _min_run(min_run), _ptr(out.accepted_tokens), _ptr(out.accepted_len), _ptr(out.best_path),
+                   _ptr(out.judged_count))
         return out
 
     def segment_step(self, last_token_ids, num_tokens: int, request_types, host_context_lengths

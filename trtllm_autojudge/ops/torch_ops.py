@@ -357,9 +357,10 @@ def rewrite_tree_logits(target_logits: Tensor, target_hidden: Tensor, draft_toke
     ``torch.ops.autojudge.rewrite_tree_logits`` (:mod:`trtllm_autojudge.spec.tree_step`): request b
     owns ``draft_lens[b] + 1`` rows after those of the requests before it (its root, then node n at
     its row n); per request whose paths are one tree with distinct sibling tokens, the judge decides
-    the mismatching nodes whose exact run reaches ``min_run``, the paths are walked, and every judged node on the best accepted path
-    becomes its parent row's strict argmax; every other entry is copied. The stock walk
-    (``acceptDraftTokensByIdsWithPaths``) then accepts what the judge accepted.
+    the mismatching nodes whose exact run reaches ``min_run``, the paths are walked, and every judged
+    node on the best accepted path becomes its parent row's strict argmax; every other entry is
+    copied. The stock walk (``acceptDraftTokensByIdsWithPaths``) then accepts what the judge
+    accepted.
 
     Parameters
     ----------
