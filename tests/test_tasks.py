@@ -384,6 +384,8 @@ def test_task_routes_through_calibrate(toy_verbs, capsys):
     budgets = ["--max-answer-change", "0.65", "--max-gold-drop", "0.65"]  # 0 of 3 questions bound a share at 63%
     # threshold 0 accepts no mismatch (sigmoid >= 0 rejects), so it is lossless: 0 changed, certified
     assert cli(["calibrate", *TOY, *common, *budgets, "--thresholds", "0", "--out", str(out)]) == 0
+    assert "calibrate: 3 questions; within the budgets at 95%, at most 0 answers changed and 0 gold losses; " \
+           "candidates 0," in capsys.readouterr().out
     assert {"problems", "prompt_ids", "answer"} <= _used_toy()
     head, record = JudgeHead.load(out), json.loads((tmp / "cal" / "calibration.json").read_text())
     assert head.threshold == 0.0 == record["chosen"]

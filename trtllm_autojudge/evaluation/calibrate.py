@@ -148,6 +148,9 @@ def main(argv: list[str]) -> int:
     run = lambda points, stop=None: run_points(target, draft, decode, questions, points, tree, task.checker,  # noqa: E731
                                                out_dir, judge, max_new_tokens=args.max_new_tokens, stop=stop,
                                                accept_impl=args.accept_impl, score_lossless=True)
+    ladder = ", ".join(f"{t:g}" for t in sorted(set(candidates)))
+    print(f"calibrate: {n} questions; within the budgets at {CONFIDENCE:.0%}, at most {allowed[0]} answers changed "
+          f"and {allowed[1]} gold losses; candidates {ladder}, from the smallest up to the first that fails", flush=True)
     lossless = summarize(run([]), [], task.checker, qids)[0]
 
     def measure(threshold: float) -> dict:
