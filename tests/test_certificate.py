@@ -91,7 +91,7 @@ def test_a_certificate_missing_fields_is_refused():
                                           ("judge_gsm8k_program_stock.safetensors", "DT-DT1-DT2-LS")])
 def test_the_program_tasks_judges_ship_certified(asset, setup):
     """Both shipped program judges default to the threshold their certificate proves, within 1% at
-    95% on 300+ questions of the task (the stock route's from 4 changes in 1,038), for the embedded pair in bf16 at K = 16; the stock route's is
+    95% on 300+ questions of the task, for the embedded pair in bf16 at K = 16; the stock route's is
     target-only."""
     from trtllm_autojudge.judge.head import JudgeHead
     from trtllm_autojudge.tasks.base import ASSETS
