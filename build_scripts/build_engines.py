@@ -4,12 +4,11 @@ Three routes (docs/deploy.md says when to use which); the context and stock rout
 each (``--dry-run`` prints them and exits): convert the draft, convert the target with the route's
 config block, build the draft, build the target; the EAGLE route is two.
 
-The judge is ``--judge``, else the task's (``--task``): its shipped judge on the context route, its
-shipped stock-route judge (target-only, ``Task.shipped_stock_judge``) on the stock route, and on the
-EAGLE route its judge for its shipped EAGLE head's drafts (``Task.shipped_eagle_judge``) where it
-ships one, else its stock-route judge. A
-judge setup the route cannot feed is refused before anything is built, naming the setups the route
-runs (trtllm_autojudge/trt/engine/routes.py).
+The judge is ``--judge``, else the task's (``--task``): its shipped judge (``Task.shipped_judge``), and
+on the EAGLE route its judge for its shipped EAGLE head's drafts (``Task.shipped_eagle_judge``) where
+it ships one. A judge setup the route cannot feed (the stock and EAGLE routes run target-only setups)
+is refused before anything is built, naming the setups the route runs
+(trtllm_autojudge/trt/engine/routes.py).
 
 ``--route context`` (default): the target is context-only (``--kv_cache_type disabled``) with the
 AutoJudgeAccept plugin in accept mode after the LM head (``--model_cls_file
@@ -146,24 +145,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def task_judge(task: Task, route: str) -> Path:
-    """The judge a route takes from ``task`` when ``--judge`` is not given: its shipped stock-route judge
-    on the stock route, its judge for its shipped EAGLE head's drafts on the EAGLE route (the stock-route
-    judge where it ships none), its shipped judge on the context route; FileNotFoundError saying how to
-    make it, or to pass ``--judge``, when the task ships none or the file is missing."""
+    """The judge a route takes from ``task`` when ``--judge`` is not given: on the EAGLE route its judge for
+    its shipped EAGLE head's drafts where it ships one, else its shipped judge; FileNotFoundError saying how
+    to make it, or to pass ``--judge``, when the task ships none or the file is missing."""
     eagle_judge = task.shipped_eagle_judge_path() if route == "eagle" else None
-    path = eagle_judge or (task.shipped_stock_judge_path() if route in ("stock", "eagle") else task.shipped_judge_path())
+    path = eagle_judge or task.shipped_judge_path()
     if path is None:
-        raise FileNotFoundError(f"task {task.name} ships no judge for the {route} route: pass --judge PATH (a judge "
-                                f"file of {route_setups(route)}, from `trtllm-autojudge train`)")
+        raise FileNotFoundError(f"task {task.name} ships no judge: pass --judge PATH (a judge file of "
+                                f"{route_setups(route)}, from `trtllm-autojudge train`)")
     if not path.is_file():
         if eagle_judge is not None:
             make = (f"`trtllm-autojudge calibrate --task {task.name} --draft eagle --out {path} ...` over a DT judge "
                     f"trained on labels mined along the head's drafts (docs/notebook/eagle-head.md)")
-        elif route in ("stock", "eagle"):
-            make = (f"`python build_scripts/make_judge.py --task {task.name} --setups DT-DT1-DT2-LS --no-install --work W "
-                    f"...` and copy W/judge_DT-DT1-DT2-LS.safetensors there")
         else:
-            make = f"`python build_scripts/make_judge.py --task {task.name} ...` (it installs it there)"
+            make = (f"`python build_scripts/make_judge.py --task {task.name} ...` (it installs it there; the stock "
+                    f"and EAGLE routes take target-only setups: --setups DT-DT1-DT2-LS)")
         raise FileNotFoundError(f"the {route} route's judge of task {task.name}, {path}, does not exist: make it with "
                                 f"{make}, or pass --judge PATH")
     return path

@@ -13,10 +13,11 @@ label is the target's answer with and without a swap: the dtype moves it only at
 runs in another dtype may add to an archive. Mining uses the TRAINING templates only.
 The judge is trained for each setup in --setups (validation ROC-AUC of each is printed and kept in WORK/summary.json); the
 one with the best validation ROC-AUC is installed as the task's shipped judge (gsm8k-cot: trtllm_autojudge/assets/judge_gsm8k.safetensors,
-gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install, and the best target-only one (no DD blocks:
-the stock engine route's, e.g. DT-DT1-DT2-LS) as the task's stock-route judge (gsm8k-program:
-.../judge_gsm8k_program_stock.safetensors), which `build-engines --route stock` takes by itself. --target/--draft/--dtype
-pass to `mine` and `features` (default: the task's embedded pair, in bf16 where the CPU has it).
+gsm8k-program: .../judge_gsm8k_program.safetensors) unless --no-install; `--setups DT-DT1-DT2-LS` trains a
+target-only judge (no DD blocks), which every engine route runs. The installed judge's default threshold is its
+validation one: `trtllm-autojudge calibrate --out` the same file certifies one by answers changed (the gsm8k-program
+judge: docs/notebook/certification.md). --target/--draft/--dtype pass to `mine` and `features` (default: the task's
+embedded pair, in bf16 where the CPU has it).
 """
 from __future__ import annotations
 
@@ -182,23 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     for setup, m in summary.items():
         print(f"{setup:<8} validation ROC-AUC {m.get('val_roc_auc', float('nan')):.3f}  threshold {m['threshold']:.3g}")
     if not args.no_install:
-        for path, setup in install_choices(summary, installed, task.shipped_stock_judge_path()).items():
-            shutil.copyfile(args.work / f"judge_{setup}.safetensors", path)
-            print(f"installed the {setup} judge (best validation ROC-AUC{' of the target-only setups' if path != installed else ''}) "
-                  f"as {path.relative_to(REPO)}")
+        setup = max(summary, key=lambda setup: summary[setup].get("val_roc_auc", float("-inf")))
+        shutil.copyfile(args.work / f"judge_{setup}.safetensors", installed)
+        print(f"installed the {setup} judge (best validation ROC-AUC) as {installed}; certify its threshold with "
+              f"`trtllm-autojudge calibrate --task {task.name} --judge {installed} --questions CALIB.jsonl --out {installed}`")
     return 0
-
-
-def install_choices(summary: dict[str, dict], installed: Path, stock: Path | None) -> dict[Path, str]:
-    """Which trained setup each judge file gets: the task's judge file the best by validation ROC-AUC,
-    and its stock-route judge file (when the task has one) the best target-only setup (no draft
-    hidden states: what the stock engine route can feed), when one was trained."""
-    auc = lambda setup: summary[setup].get("val_roc_auc", float("-inf"))  # noqa: E731
-    chosen = {installed: max(summary, key=auc)}
-    target_only = [setup for setup in summary if not any(b.startswith("DD") for b in parse_setup(setup))]
-    if stock is not None and target_only:
-        chosen[stock] = max(target_only, key=auc)
-    return chosen
 
 
 if __name__ == "__main__":

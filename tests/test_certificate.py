@@ -87,12 +87,12 @@ def test_a_certificate_missing_fields_is_refused():
         Certificate.from_meta(meta)
 
 
-@pytest.mark.parametrize("asset, setup", [("judge_gsm8k_program.safetensors", None),
-                                          ("judge_gsm8k_program_stock.safetensors", "DT-DT1-DT2-LS")])
+@pytest.mark.parametrize("asset, setup", [("judge_gsm8k_program.safetensors", "DT-DT1-DT2-LS"),
+                                          ("judge_gsm8k_program_lookahead.safetensors", None)])
 def test_the_program_tasks_judges_ship_certified(asset, setup):
     """Both shipped program judges default to the threshold their certificate proves, within 1% at
-    95% on 300+ questions of the task, for the embedded pair in bf16 at K = 16; the stock route's is
-    target-only."""
+    95% on 300+ questions of the task, for the embedded pair in bf16 at K = 16; the task's judge is
+    target-only, so every engine route runs it."""
     from trtllm_autojudge.judge.head import JudgeHead
     from trtllm_autojudge.tasks.base import ASSETS
     head = JudgeHead.load(ASSETS / asset)

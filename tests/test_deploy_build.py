@@ -12,7 +12,7 @@ import pytest
 
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.tasks import base as tasks_base
-from trtllm_autojudge.tasks.builtin import Gsm8kProgramTask
+from trtllm_autojudge.tasks.builtin import Gsm8kCotTask, Gsm8kProgramTask
 from trtllm_autojudge.trt import draft_model_cls_path, model_cls_path
 from trtllm_autojudge.trt.engine.convert import parse_args as convert_args
 from trtllm_autojudge.trt.engine.convert import write_autojudge_block, write_draft_block
@@ -141,31 +141,37 @@ def task_judge_dry_run(capsys, tmp_path, route, *task):
     return json.loads("\n".join(out[1:out.index("}") + 1]))["judge_file"]
 
 
-@pytest.mark.parametrize("route, setup", [("stock", "DT-DT1-DT2-LS"), ("context", "DD-DT-DT1-DT2-DD1-LS")])
-def test_without_judge_a_route_takes_the_tasks_judge(capsys, tmp_path, monkeypatch, route, setup):
-    """No --judge: the stock route takes the task's shipped stock-route judge, the context route its
-    shipped judge; a missing file says how to make it, or to pass --judge."""
+@pytest.mark.parametrize("route", ["stock", "context"])
+def test_without_judge_a_route_takes_the_tasks_judge(capsys, tmp_path, monkeypatch, route):
+    """No --judge: every route takes the task's shipped judge (target-only for gsm8k-program, so the stock
+    route runs it too); a missing file says how to make it, or to pass --judge."""
     monkeypatch.setattr(tasks_base, "ASSETS", tmp_path)
-    task = Gsm8kProgramTask()
-    shipped = task.shipped_stock_judge_path() if route == "stock" else task.shipped_judge_path()
-    assert shipped.name == ("judge_gsm8k_program_stock.safetensors" if route == "stock"
-                            else "judge_gsm8k_program.safetensors")
-    make = ("make_judge.py --task gsm8k-program --setups DT-DT1-DT2-LS --no-install" if route == "stock"
-            else "make_judge.py --task gsm8k-program")
+    shipped = Gsm8kProgramTask().shipped_judge_path()
+    assert shipped.name == "judge_gsm8k_program.safetensors"
     with pytest.raises(FileNotFoundError, match=f"{shipped}, does not exist: make it with `python build_scripts/"
-                                                f"{make}.*, or pass --judge PATH"):
+                                                f"make_judge.py --task gsm8k-program .*--setups DT-DT1-DT2-LS.*, or pass --judge PATH"):
         task_judge_dry_run(capsys, tmp_path, route, "--task", "gsm8k-program")
-    F = feature_dim(setup, 16, 32)
-    JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, setup, 16, 32).save(shipped)
+    F = feature_dim("DT-DT1-DT2-LS", 16, 32)
+    JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, "DT-DT1-DT2-LS", 16, 32).save(shipped)
     assert task_judge_dry_run(capsys, tmp_path, route, "--task", "gsm8k-program") == str(shipped)
     given = judge_file(tmp_path, "DT")  # --judge wins over the task's
     assert task_judge_dry_run(capsys, tmp_path, route, "--task", "gsm8k-program", "--judge", given) == given
 
 
-def test_a_task_without_a_stock_judge_asks_for_one(tmp_path, monkeypatch):
+def test_a_task_without_a_judge_asks_for_one(tmp_path, monkeypatch):
     monkeypatch.setattr(tasks_base, "ASSETS", tmp_path)
-    with pytest.raises(FileNotFoundError, match="task gsm8k-cot ships no judge for the stock route: pass --judge PATH "
+    with pytest.raises(FileNotFoundError, match="task code ships no judge: pass --judge PATH "
                                                 "\\(a judge file of target-only setups"):
+        task_judge_dry_run(None, tmp_path, "stock", "--task", "code")
+
+
+def test_the_stock_route_refuses_a_tasks_judge_that_reads_the_draft(tmp_path, monkeypatch):
+    """gsm8k-cot's judge reads the draft's hidden states (DD-DT): the stock route refuses it, naming the route."""
+    monkeypatch.setattr(tasks_base, "ASSETS", tmp_path)
+    shipped = Gsm8kCotTask().shipped_judge_path()
+    F = feature_dim("DD-DT", 16, 32)
+    JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, "DD-DT", 16, 32).save(shipped)
+    with pytest.raises(ValueError, match="judge setup DD-DT does not run on the stock route"):
         task_judge_dry_run(None, tmp_path, "stock", "--task", "gsm8k-cot")
 
 

@@ -192,7 +192,7 @@ def test_executor_eagle_config_and_request_thresholds(tmp_path):
 
 
 def test_without_judge_the_route_takes_the_judge_of_the_shipped_heads_drafts(capsys, tmp_path, monkeypatch):
-    """No --judge: the task's judge for its shipped EAGLE head's drafts, else its stock-route judge; a
+    """No --judge: the task's judge for its shipped EAGLE head's drafts, else its shipped judge; a
     missing file says how to make it, or to pass --judge."""
     monkeypatch.setattr(tasks_base, "ASSETS", tmp_path)
     argv = ["--route", "eagle", "--task", "gsm8k-program", "--target_model_dir", "hf/target", "--eagle_head",
@@ -208,9 +208,9 @@ def test_without_judge_the_route_takes_the_judge_of_the_shipped_heads_drafts(cap
     assert build_main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert json.loads("\n".join(out[1:out.index("}") + 1]))["judge_file"] == str(eagle)
-    monkeypatch.setattr(Gsm8kProgramTask, "shipped_eagle_judge", None)  # a task without one: the stock-route judge
-    stock = Gsm8kProgramTask().shipped_stock_judge_path()
-    eagle.rename(stock)
+    monkeypatch.setattr(Gsm8kProgramTask, "shipped_eagle_judge", None)  # a task without one: the task's judge
+    shipped = Gsm8kProgramTask().shipped_judge_path()
+    eagle.rename(shipped)
     assert build_main(argv) == 0
     out = capsys.readouterr().out.splitlines()
-    assert json.loads("\n".join(out[1:out.index("}") + 1]))["judge_file"] == str(stock)
+    assert json.loads("\n".join(out[1:out.index("}") + 1]))["judge_file"] == str(shipped)

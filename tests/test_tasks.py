@@ -563,12 +563,29 @@ def test_make_judge_adds_templates_to_older_records(tmp_path):
         add_templates(labels, task, 2, 7)
 
 
-def test_make_judge_installs_the_best_target_only_judge_for_the_stock_route(tmp_path):
-    install_choices = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["install_choices"]
-    summary = {"DD-DT": {"val_roc_auc": 0.9}, "DT": {"val_roc_auc": 0.85}, "DT-DT1-DT2-LS": {"val_roc_auc": 0.88},
-               "DD-DT-DT1-DT2-DD1-LS": {"val_roc_auc": 0.91}}
-    main, stock = tmp_path / "judge.safetensors", tmp_path / "judge_stock.safetensors"
-    assert install_choices(summary, main, stock) == {main: "DD-DT-DT1-DT2-DD1-LS", stock: "DT-DT1-DT2-LS"}
-    assert install_choices(summary, main, None) == {main: "DD-DT-DT1-DT2-DD1-LS"}  # the task has no stock judge
-    assert install_choices({"DD-DT": {"val_roc_auc": 0.9}}, main, stock) == {main: "DD-DT"}  # no target-only setup
-    assert install_choices({"DT": {"val_roc_auc": 0.8}}, main, stock) == {main: "DT", stock: "DT"}  # both files
+def test_make_judge_installs_the_best_validation_judge_as_the_tasks_judge(toy_verbs, monkeypatch, capsys):
+    """The setup with the best validation ROC-AUC is copied into the task's judge file, and the printout
+    says how to certify its threshold."""
+    from trtllm_autojudge.tasks import base as tasks_base
+
+    tmp, _ = toy_verbs
+    monkeypatch.setattr(tasks_base, "ASSETS", tmp / "assets")
+    monkeypatch.setattr(toy_task.ToyTask, "shipped_judge", "judge_toy.safetensors")
+    (tmp / "assets").mkdir()
+    main = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["main"]
+    auc = {"DT": 0.71, "DT-LS": 0.83, "DT-DT1": 0.77}
+
+    def fake_cli(argv):  # mine and features really run; training writes a judge of a known ROC-AUC
+        if argv[0] != "train":
+            return cli(argv)
+        setup = argv[argv.index("--setup") + 1]
+        F = feature_dim(setup, 8, 8)
+        JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), auc[setup], setup, 8, 8, 0.5,
+                  meta={"metrics": {"val_roc_auc": auc[setup]}}).save(argv[argv.index("--out") + 1])
+        return 0
+
+    main.__globals__["cli"] = fake_cli
+    assert main(["--work", str(tmp / "work"), *TOY, "--setups", ",".join(auc), "--max-new-tokens", "8"]) == 0
+    installed = JudgeHead.load(tmp / "assets" / "judge_toy.safetensors")
+    assert installed.setup == "DT-LS" and installed.intercept == pytest.approx(0.83)
+    assert "installed the DT-LS judge (best validation ROC-AUC)" in capsys.readouterr().out

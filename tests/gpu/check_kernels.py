@@ -34,7 +34,7 @@ from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits, rewrite_tree_
 from trtllm_autojudge.spec import packed_step  # noqa: E402
 
 POISON = -777
-SHIPPED = "DD-DT-DT1-DT2-DD1-LS"  # the shipped judge's setup
+LOOKAHEAD_SETUP = "DD-DT-DT1-DT2-DD1-LS"  # the widest setup: the lookahead judge shipped beside the task's judge
 TARGET_ONLY = "DT-DT1-DT2-LS"  # a lookahead setup the stock route can feed
 
 
@@ -153,27 +153,27 @@ def main(argv: list[str] | None = None) -> int:
              dict(batch=batch(64), tree=cases.random_tree(63, seed=i), dtype=dtype, setup="DD-DT"), False),
             (f"{dtype} static tree [2,2,2,2,2] B=8 DT",
              dict(batch=8, tree=DraftTree.static([2, 2, 2, 2, 2]), dtype=dtype, setup="DT"), False),
-            (f"{dtype} chain K=16 B=8 {SHIPPED}", dict(batch=8, tree=cases.chain(16), dtype=dtype, setup=SHIPPED),
+            (f"{dtype} chain K=16 B=8 {LOOKAHEAD_SETUP}", dict(batch=8, tree=cases.chain(16), dtype=dtype, setup=LOOKAHEAD_SETUP),
              True),
             (f"{dtype} random tree 63 nodes B=4 {TARGET_ONLY}",
              dict(batch=4, tree=cases.random_tree(63, seed=10 + i), dtype=dtype, setup=TARGET_ONLY), True),
-            (f"{dtype} static tree [3,2,2,1] B=4 {SHIPPED}",
-             dict(batch=4, tree=DraftTree.static([3, 2, 2, 1]), dtype=dtype, setup=SHIPPED), True),
+            (f"{dtype} static tree [3,2,2,1] B=4 {LOOKAHEAD_SETUP}",
+             dict(batch=4, tree=DraftTree.static([3, 2, 2, 1]), dtype=dtype, setup=LOOKAHEAD_SETUP), True),
         ]
     accept_cases += [
         ("fp32 logits + bf16 hidden, chain K=8 B=99 DD-DT",
          dict(batch=batch(99), tree=cases.chain(8), dtype="fp32", setup="DD-DT", hidden_dtype="bf16"), False),
-        (f"fp32 logits + bf16 hidden, chain K=8 B=16 {SHIPPED}",
-         dict(batch=16, tree=cases.chain(8), dtype="fp32", setup=SHIPPED, hidden_dtype="bf16"), True),
-        (f"bf16 chain K=2 B=4 {SHIPPED} (no verdict)", dict(batch=4, tree=cases.chain(2), dtype="bf16", setup=SHIPPED),
+        (f"fp32 logits + bf16 hidden, chain K=8 B=16 {LOOKAHEAD_SETUP}",
+         dict(batch=16, tree=cases.chain(8), dtype="fp32", setup=LOOKAHEAD_SETUP, hidden_dtype="bf16"), True),
+        (f"bf16 chain K=2 B=4 {LOOKAHEAD_SETUP} (no verdict)", dict(batch=4, tree=cases.chain(2), dtype="bf16", setup=LOOKAHEAD_SETUP),
          True),
         # the judge's minimum run (accept_core.h markJudgeable): only mismatches opening min_run tokens are judged
         ("bf16 chain K=16 B=64 DT min_run 3",
          dict(batch=batch(64), tree=cases.chain(16), dtype="bf16", setup="DT", min_run=3), True),
         ("fp16 random tree 63 nodes B=16 DD-DT min_run 4",
          dict(batch=16, tree=cases.random_tree(63, seed=3), dtype="fp16", setup="DD-DT", min_run=4), True),
-        (f"fp32 static tree [3,2,2,1] B=8 {SHIPPED} min_run 3",
-         dict(batch=8, tree=DraftTree.static([3, 2, 2, 1]), dtype="fp32", setup=SHIPPED, min_run=3), True),
+        (f"fp32 static tree [3,2,2,1] B=8 {LOOKAHEAD_SETUP} min_run 3",
+         dict(batch=8, tree=DraftTree.static([3, 2, 2, 1]), dtype="fp32", setup=LOOKAHEAD_SETUP, min_run=3), True),
     ]
     failures = 0
     start = time.perf_counter()
@@ -183,16 +183,16 @@ def main(argv: list[str] | None = None) -> int:
         del case
     for dtype in cases.DTYPES:  # NaN / inf rows (NumPy's argmax is the reference), odd vocabulary sizes
         for vocab in (111, 32001):
-            for setup in ("DD-DT", SHIPPED):
+            for setup in ("DD-DT", LOOKAHEAD_SETUP):
                 case = cases.accept_case(f"{dtype} V={vocab}", 7, cases.chain(5), vocab, dtype, setup, device,
                                          seed=vocab, **hidden)
                 case.target_logits[1, 3] = float("nan")
                 case.target_logits[2, :] = float("-inf")
                 case.target_logits[4, vocab - 1] = float("inf")
                 failures += report(f"{dtype} V={vocab} {setup} NaN/inf rows, unaligned rows",
-                                   *check_accept(cases.judged(case), numpy_argmax=True, host_too=setup == SHIPPED))
+                                   *check_accept(cases.judged(case), numpy_argmax=True, host_too=setup == LOOKAHEAD_SETUP))
     for dtype in cases.DTYPES:
-        for requests, setup in ((3, "DT"), (64, "DT"), (16, TARGET_ONLY), (16, SHIPPED)):
+        for requests, setup in ((3, "DT"), (64, "DT"), (16, TARGET_ONLY), (16, LOOKAHEAD_SETUP)):
             step = cases.packed_step(requests, 8, V, dtype, device, seed=requests, setup=setup, **hidden)
             failures += report(f"logits mode {dtype} {requests} requests {setup}", *check_rewrite(step))
         step = cases.packed_step(16, 8, V, dtype, device, seed=5, setup=TARGET_ONLY, min_run=3, **hidden)

@@ -34,10 +34,6 @@ class Task:
         this task: the judge, the tuned target's LoRA adapter (``--target tuned``), the draft
         (``--draft embedded``) and its vocabulary subset (``--draft-vocab embedded``). None: none
         is shipped.
-    shipped_stock_judge : str | None
-        File name under ``trtllm_autojudge/assets`` of the judge the engine path's stock route takes
-        (``build-engines --route stock`` without ``--judge``): a target-only setup, which the stock
-        route runs (docs/deploy.md). None: none is shipped.
     shipped_eagle_head, shipped_eagle_judge : str | None
         File names under ``trtllm_autojudge/assets`` of the tuned target's EAGLE head (``--draft
         eagle``; saved without the target's embedding) and of the judge calibrated on its drafts (the
@@ -50,7 +46,6 @@ class Task:
     shipped_adapter: str | None = None
     shipped_draft: str | None = None
     shipped_draft_vocab: str | None = None
-    shipped_stock_judge: str | None = None
     shipped_eagle_head: str | None = None
     shipped_eagle_judge: str | None = None
 
@@ -89,9 +84,6 @@ class Task:
     def shipped_judge_path(self) -> Path | None:
         return ASSETS / self.shipped_judge if self.shipped_judge else None
 
-    def shipped_stock_judge_path(self) -> Path | None:
-        return ASSETS / self.shipped_stock_judge if self.shipped_stock_judge else None
-
     def shipped_eagle_judge_path(self) -> Path | None:
         return ASSETS / self.shipped_eagle_judge if self.shipped_eagle_judge else None
 
@@ -117,7 +109,7 @@ class Task:
         ``seed``) in their metadata; held-out sets drop them by question text
         (:func:`~trtllm_autojudge.data.sources.load_problems`)."""
         seen: set[str] = set()
-        for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge, self.shipped_stock_judge,
+        for name in (self.shipped_adapter, self.shipped_draft, self.shipped_judge,
                      self.shipped_eagle_head):
             for settings in _training_settings(ASSETS / name) if name else []:
                 seen |= self.train_variant_questions(settings["per_template"], settings["seed"])

@@ -57,11 +57,10 @@ class Gsm8kProgramTask(TemplateTask):
 
     name = "gsm8k-program"
     system_prompt = PROGRAM_SYSTEM_PROMPT
-    shipped_judge = "judge_gsm8k_program.safetensors"
+    shipped_judge = "judge_gsm8k_program.safetensors"  # DT-DT1-DT2-LS, minimum run 4: target-only, so every route takes it
     shipped_adapter = "target_lora_program.safetensors"
     shipped_draft = "draft_program.safetensors"
     shipped_draft_vocab = "draft_vocab_gsm8k_program.safetensors"
-    shipped_stock_judge = "judge_gsm8k_program_stock.safetensors"  # DT-DT1-DT2-LS: the stock route's judge
     shipped_eagle_head = "eagle_head_program.safetensors"  # build_scripts/train_eagle.py --ship
     shipped_eagle_judge = "judge_gsm8k_program_eagle.safetensors"  # DT, certified on the head's chains of 5
     comments = "worked"  # the comment style of the programs (trtllm_autojudge.data.programs.COMMENT_STYLES)
@@ -97,7 +96,6 @@ class Gsm8kProgramWordsTask(Gsm8kProgramTask):
     shipped_judge = "judge_gsm8k_program_words.safetensors"
     shipped_adapter = "target_lora_program_words.safetensors"
     shipped_draft = "draft_program_words.safetensors"
-    shipped_stock_judge = None  # the program task's is not this task's
     shipped_eagle_head = None  # the program target's head is not this target's
     comments = "words"
 
