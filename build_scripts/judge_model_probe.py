@@ -38,7 +38,8 @@ from trtllm_autojudge.judge.train import SPLIT_UNITS, split_by_group, split_grou
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--features", type=Path, required=True, help="a features verb's file")
+    p.add_argument("--features", type=Path, required=True, action="append",
+                   help="a features verb's file (repeatable: the files' rows together, as `train` reads them)")
     p.add_argument("--setups", default="DT-DT1-DT2-LS", help="comma-separated setups (blocks of the file) to compare")
     p.add_argument("--splits", default=",".join(SPLIT_UNITS), help="comma-separated split units: prompt, template")
     p.add_argument("--families", default=",".join(MODEL_FAMILIES), help=f"comma-separated, of {', '.join(MODEL_FAMILIES)}")
@@ -59,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     fractions = [float(f) for f in args.train_fractions.split(",")]
     if not all(0 < f <= 1 for f in fractions):
         raise SystemExit(f"--train-fractions {args.train_fractions}: each share must lie in (0, 1]")
-    full = FeatureSet.load(args.features)
-    out = {"features": args.features.name, "labels": full.label_counts(), "val_fraction": args.val_fraction,
+    full = FeatureSet.concat([FeatureSet.load(path) for path in args.features])
+    out = {"features": ", ".join(path.name for path in args.features), "labels": full.label_counts(), "val_fraction": args.val_fraction,
            "seeds": seeds, "train_fractions": fractions, "setups": {}}
     print(f"{'setup':<24}{'split':<10}{'judge':<15}{'seed':>6}{'ROC-AUC':>9}  harmless accepted at "
           + " / ".join(f"{s:.1%}" for s in TAIL) + " of the harmful")

@@ -58,13 +58,18 @@ def test_train_fractions_draw_a_learning_curve_on_the_same_validation_groups(tmp
     X = rng.normal(size=(3000, H)).astype(np.float32)
     y = (X @ rng.normal(size=H) + 2.0 * rng.normal(size=3000) > 0).astype(np.int8)
     prompts = np.repeat(np.arange(300), 10)
-    path = tmp_path / "f.safetensors"
-    FeatureSet(features=X, labels=y, prompt_index=prompts, position=np.arange(3000) % 10, setup="DT", draft_hidden=4,
-               target_hidden=H, draft_model="d", target_model="t", task="t", dtype="float32").save(path)
+    files = []
+    for half in (slice(0, 1500), slice(1500, 3000)):  # two label sets, read together as `train` reads them
+        files += ["--features", str(tmp_path / f"f{half.start}.safetensors")]
+        FeatureSet(features=X[half], labels=y[half], prompt_index=prompts[half] % 150, position=np.arange(1500) % 10,
+                   setup="DT", draft_hidden=4, target_hidden=H, draft_model="d", target_model="t", task="t",
+                   dtype="float32").save(files[-1])
     out = tmp_path / "curve.json"
-    assert MAIN(["--features", str(path), "--setups", "DT", "--splits", "prompt", "--families", "logistic",
+    assert MAIN([*files, "--setups", "DT", "--splits", "prompt", "--families", "logistic",
                  "--seeds", "1,2,3", "--cs", "1e-3,1e-2,1", "--train-fractions", "0.02,1", "--out", str(out)]) == 0
-    mean = json.loads(out.read_text())["setups"]["DT"]["prompt"]["mean"]
+    result = json.loads(out.read_text())
+    assert sum(result["labels"].values()) == 3000  # both files' rows
+    mean = result["setups"]["DT"]["prompt"]["mean"]
     assert set(mean) == {"logistic", "logistic@0.02"}
     assert mean["logistic"]["val_roc_auc"] > mean["logistic@0.02"]["val_roc_auc"] + 0.02
     part = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "judge_model_probe.py"))["training_share"]
@@ -73,4 +78,4 @@ def test_train_fractions_draw_a_learning_curve_on_the_same_validation_groups(tmp
     assert np.unique(prompts[half & train]).size == 100 and (whole & train).sum() == train.sum()
     assert not (part(prompts, train, 0.25, 7) & ~half).any()  # nested: a larger share keeps the smaller one's prompts
     with pytest.raises(SystemExit, match=r"--train-fractions 0,1: each share must lie in \(0, 1\]"):
-        MAIN(["--features", str(path), "--train-fractions", "0,1"])
+        MAIN([*files[:2], "--train-fractions", "0,1"])
