@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     if not all(0 < f <= 1 for f in fractions):
         raise SystemExit(f"--train-fractions {args.train_fractions}: each share must lie in (0, 1]")
     full = FeatureSet.concat([FeatureSet.load(path) for path in args.features])
-    out = {"features": ", ".join(path.name for path in args.features), "labels": full.label_counts(), "val_fraction": args.val_fraction,
-           "seeds": seeds, "train_fractions": fractions, "setups": {}}
+    out = {"features": ", ".join(path.name for path in args.features), "labels": full.label_counts(),
+           "val_fraction": args.val_fraction, "seeds": seeds, "train_fractions": fractions, "setups": {}}
     print(f"{'setup':<24}{'split':<10}{'judge':<15}{'seed':>6}{'ROC-AUC':>9}  harmless accepted at "
           + " / ".join(f"{s:.1%}" for s in TAIL) + " of the harmful")
     jobs = [(setup, split) for setup in args.setups.split(",") for split in splits]

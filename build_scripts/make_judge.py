@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         setup = max(summary, key=lambda setup: summary[setup].get("val_roc_auc", float("-inf")))
         shutil.copyfile(args.work / f"judge_{setup}.safetensors", installed)
         print(f"installed the {setup} judge (best validation ROC-AUC) as {installed}; certify its threshold with "
-              f"`trtllm-autojudge calibrate --task {task.name} --judge {installed} --questions CALIB.jsonl --out {installed}`")
+              f"`trtllm-autojudge calibrate --task {task.name} --judge {installed} --questions CALIB.jsonl "
+              f"--out {installed}`")
     return 0
 
 

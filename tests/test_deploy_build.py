@@ -149,7 +149,8 @@ def test_without_judge_a_route_takes_the_tasks_judge(capsys, tmp_path, monkeypat
     shipped = Gsm8kProgramTask().shipped_judge_path()
     assert shipped.name == "judge_gsm8k_program.safetensors"
     with pytest.raises(FileNotFoundError, match=f"{shipped}, does not exist: make it with `python build_scripts/"
-                                                f"make_judge.py --task gsm8k-program .*--setups DT-DT1-DT2-LS.*, or pass --judge PATH"):
+                                                f"make_judge.py --task gsm8k-program .*--setups DT-DT1-DT2-LS.*, "
+                                                f"or pass --judge PATH"):
         task_judge_dry_run(capsys, tmp_path, route, "--task", "gsm8k-program")
     F = feature_dim("DT-DT1-DT2-LS", 16, 32)
     JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, "DT-DT1-DT2-LS", 16, 32).save(shipped)

@@ -72,7 +72,7 @@ def test_train_fractions_draw_a_learning_curve_on_the_same_validation_groups(tmp
     mean = result["setups"]["DT"]["prompt"]["mean"]
     assert set(mean) == {"logistic", "logistic@0.02"}
     assert mean["logistic"]["val_roc_auc"] > mean["logistic@0.02"]["val_roc_auc"] + 0.02
-    part = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "judge_model_probe.py"))["training_share"]
+    part = MAIN.__globals__["training_share"]
     train = prompts < 200
     half, whole = part(prompts, train, 0.5, 7), part(prompts, train, 1.0, 7)
     assert np.unique(prompts[half & train]).size == 100 and (whole & train).sum() == train.sum()

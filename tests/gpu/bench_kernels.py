@@ -3,8 +3,8 @@ measured in the same run (part of tests/gpu/run_all.sh).
 
 Accept mode: bf16 logits and hidden states, vocab 128256, chains of K = 16, Ht = 4096 (DT),
 batch 1 to 256. Logits mode: packed steps of 8 and 64 requests (up to 8 draft tokens each). The
-fused lookahead judge: every block (DD-DT-DT1-DT2-DD1-LS, the lookahead judge) against DD-DT (Hd = 2048) at batch 1, 8
-and 64, the same chains; target (issue 46): at most 10 % slower.
+fused lookahead judge: every block (DD-DT-DT1-DT2-DD1-LS, the lookahead judge) against DD-DT
+(Hd = 2048) at batch 1, 8 and 64, the same chains; target (issue 46): at most 10 % slower.
 Each time is the median over 10 replays of a CUDA graph holding 20 calls (CUDA events), divided
 by 20. Bandwidth: bytes the kernels must move (accept mode reads the logits and hidden states;
 logits mode reads and writes the logits) over the time; the copy reference moves the same number
@@ -28,11 +28,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_cases as cases  # noqa: E402
+from gpu_cases import LOOKAHEAD_SETUP  # noqa: E402
 from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits  # noqa: E402
 
 CALLS_PER_GRAPH = 20
 REPLAYS = 10
-LOOKAHEAD_SETUP = "DD-DT-DT1-DT2-DD1-LS"  # the widest setup: the lookahead judge shipped beside the task's judge
 
 
 def median_us(fn, device: str) -> float:

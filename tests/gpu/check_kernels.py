@@ -28,13 +28,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_cases as cases  # noqa: E402
+from gpu_cases import LOOKAHEAD_SETUP  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 from trtllm_autojudge.ops.host_library import host_core  # noqa: E402
 from trtllm_autojudge.ops.torch_ops import accept, rewrite_logits, rewrite_tree_logits  # noqa: E402
 from trtllm_autojudge.spec import packed_step  # noqa: E402
 
 POISON = -777
-LOOKAHEAD_SETUP = "DD-DT-DT1-DT2-DD1-LS"  # the widest setup: the lookahead judge shipped beside the task's judge
 TARGET_ONLY = "DT-DT1-DT2-LS"  # a lookahead setup the stock route can feed
 
 
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
              dict(batch=batch(64), tree=cases.random_tree(63, seed=i), dtype=dtype, setup="DD-DT"), False),
             (f"{dtype} static tree [2,2,2,2,2] B=8 DT",
              dict(batch=8, tree=DraftTree.static([2, 2, 2, 2, 2]), dtype=dtype, setup="DT"), False),
-            (f"{dtype} chain K=16 B=8 {LOOKAHEAD_SETUP}", dict(batch=8, tree=cases.chain(16), dtype=dtype, setup=LOOKAHEAD_SETUP),
-             True),
+            (f"{dtype} chain K=16 B=8 {LOOKAHEAD_SETUP}",
+             dict(batch=8, tree=cases.chain(16), dtype=dtype, setup=LOOKAHEAD_SETUP), True),
             (f"{dtype} random tree 63 nodes B=4 {TARGET_ONLY}",
              dict(batch=4, tree=cases.random_tree(63, seed=10 + i), dtype=dtype, setup=TARGET_ONLY), True),
             (f"{dtype} static tree [3,2,2,1] B=4 {LOOKAHEAD_SETUP}",
@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
          dict(batch=batch(99), tree=cases.chain(8), dtype="fp32", setup="DD-DT", hidden_dtype="bf16"), False),
         (f"fp32 logits + bf16 hidden, chain K=8 B=16 {LOOKAHEAD_SETUP}",
          dict(batch=16, tree=cases.chain(8), dtype="fp32", setup=LOOKAHEAD_SETUP, hidden_dtype="bf16"), True),
-        (f"bf16 chain K=2 B=4 {LOOKAHEAD_SETUP} (no verdict)", dict(batch=4, tree=cases.chain(2), dtype="bf16", setup=LOOKAHEAD_SETUP),
-         True),
+        (f"bf16 chain K=2 B=4 {LOOKAHEAD_SETUP} (no verdict)",
+         dict(batch=4, tree=cases.chain(2), dtype="bf16", setup=LOOKAHEAD_SETUP), True),
         # the judge's minimum run (accept_core.h markJudgeable): only mismatches opening min_run tokens are judged
         ("bf16 chain K=16 B=64 DT min_run 3",
          dict(batch=batch(64), tree=cases.chain(16), dtype="bf16", setup="DT", min_run=3), True),
@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                 case.target_logits[2, :] = float("-inf")
                 case.target_logits[4, vocab - 1] = float("inf")
                 failures += report(f"{dtype} V={vocab} {setup} NaN/inf rows, unaligned rows",
-                                   *check_accept(cases.judged(case), numpy_argmax=True, host_too=setup == LOOKAHEAD_SETUP))
+                                   *check_accept(cases.judged(case), numpy_argmax=True,
+                                                 host_too=setup == LOOKAHEAD_SETUP))
     for dtype in cases.DTYPES:
         for requests, setup in ((3, "DT"), (64, "DT"), (16, TARGET_ONLY), (16, LOOKAHEAD_SETUP)):
             step = cases.packed_step(requests, 8, V, dtype, device, seed=requests, setup=setup, **hidden)

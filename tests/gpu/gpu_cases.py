@@ -31,6 +31,7 @@ from trtllm_autojudge.spec.tree_step import tree_parents  # noqa: E402
 
 MARGIN = 1e-3
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LOOKAHEAD_SETUP = "DD-DT-DT1-DT2-DD1-LS"  # every block: the lookahead judge shipped beside the task's judge
 
 
 @dataclass
