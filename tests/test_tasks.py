@@ -8,6 +8,7 @@ import os
 import runpy
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -145,6 +146,23 @@ def test_worker_killed_from_outside_is_restarted():
     sandbox._proc.wait()
     assert sandbox.run("answer = 2").value == "2"
     sandbox.close()
+
+
+def test_threads_sharing_a_sandbox_get_their_own_answers():
+    """eval --batch decodes questions in threads that share the task's sandbox: each run's reply is its own."""
+    sandbox = Sandbox(timeout_s=2.0)
+    got = {}
+
+    def one(i):
+        got[i] = [sandbox.run(f"x = sum(range({i % 3} * 100000))\nanswer = {i} * 7 + {j}").value for j in range(5)]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    sandbox.close()
+    assert got == {i: [str(i * 7 + j) for j in range(5)] for i in range(8)}
 
 
 def test_sandbox_rejects_bad_limits_and_modes():

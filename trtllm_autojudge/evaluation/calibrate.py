@@ -47,8 +47,8 @@ from ..decoding.loading import load_pair
 from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
-from .common import (add_decoding_args, apply_rule_options, draft_tree, judge_path, judge_record, judge_thresholds,
-                     load_judge_file, question_set, questions_from, settle_k)
+from .common import (add_batch_arg, add_decoding_args, apply_rule_options, check_batch, draft_tree, judge_path,
+                     judge_record, judge_thresholds, load_judge_file, question_set, questions_from, settle_k)
 from .methods import OperatingPoint
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize
@@ -109,7 +109,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_problem_args(p, split="train", variants=CALIBRATION_VARIANTS)
     p.set_defaults(seed=CALIBRATION_SEED)  # the embedded files were trained on low seeds' variants
     add_decoding_args(p)
+    add_batch_arg(p)
     args = p.parse_args(argv)
+    check_batch(p, args)
     for name in ("max_answer_change", "max_gold_drop"):
         if not 0.0 < getattr(args, name) < 1.0:
             p.error(f"--{name.replace('_', '-')} is a share of the questions: give a number in (0, 1), "
@@ -147,7 +149,7 @@ def main(argv: list[str]) -> int:
     allowed = (most_allowed(n, args.max_answer_change), most_allowed(n, args.max_gold_drop))
     run = lambda points, stop=None: run_points(target, draft, decode, questions, points, tree, task.checker,  # noqa: E731
                                                out_dir, judge, max_new_tokens=args.max_new_tokens, stop=stop,
-                                               accept_impl=args.accept_impl, score_lossless=True)
+                                               accept_impl=args.accept_impl, score_lossless=True, batch=args.batch)
     ladder = ", ".join(f"{t:g}" for t in sorted(set(candidates)))
     print(f"calibrate: {n} questions; within the budgets at {CONFIDENCE:.0%}, at most {allowed[0]} answers changed "
           f"and {allowed[1]} gold losses; candidates {ladder}, from the smallest up to the first that fails", flush=True)

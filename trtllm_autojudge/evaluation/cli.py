@@ -23,9 +23,9 @@ from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate
-from .common import (add_decoding_args, apply_rule_options, certificate_lines, draft_tree, judge_certificate,
-                     judge_path, judge_record, judge_thresholds, load_judge_file, question_set, questions_from,
-                     refuse_calibration_questions, settle_k)
+from .common import (add_batch_arg, add_decoding_args, apply_rule_options, certificate_lines, check_batch, draft_tree,
+                     judge_certificate, judge_path, judge_record, judge_thresholds, load_judge_file, question_set,
+                     questions_from, refuse_calibration_questions, settle_k)
 from .methods import OperatingPoint, judge_points
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, tree_parents, write_summary
@@ -90,7 +90,9 @@ def main_eval(argv: list[str]) -> int:
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
     add_decoding_args(p)
+    add_batch_arg(p)
     args = p.parse_args(argv)
+    check_batch(p, args)
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
     judge_file = judge_path(args, required=bool(args.thresholds), task=task)
@@ -130,7 +132,8 @@ def main_eval(argv: list[str]) -> int:
     tree = draft_tree(args)
     try:
         runs = run_points(target, draft, decode, questions, points, tree, checker, out_dir, judge, unimportant,
-                          args.max_new_tokens, accept_impl=args.accept_impl, score_lossless=args.score_lossless)
+                          args.max_new_tokens, accept_impl=args.accept_impl, score_lossless=args.score_lossless,
+                          batch=args.batch)
     except ValueError as e:
         raise SystemExit(f"eval: {e}") from None
     rows = summarize(runs, points, checker, [q.qid for q in questions])

@@ -49,6 +49,18 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
                         "1 for none")
 
 
+def add_batch_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch", type=int, default=1, metavar="B",
+                        help="questions decoded at once, their forwards packed into one (models/packed_sessions.py): "
+                             "batch-1 decoding on a CPU is memory-bound, so 8 decode several times as many questions "
+                             "an hour; the runs then report no tokens/s (default 1)")
+
+
+def check_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.batch < 1:
+        parser.error(f"--batch is a number of questions decoded at once: give 1 or more, got {args.batch}")
+
+
 def settle_k(args: argparse.Namespace, drafter) -> None:
     """Fill in ``--k`` when it was not given: an EAGLE head's trained drafting depth, else DEFAULT_K."""
     if args.k is None:

@@ -26,10 +26,13 @@ another folder.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -42,7 +45,9 @@ from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
 from ..mining.store import append_record, read_records, repair_tail
+from ..models.packed_sessions import ForwardPool, PackedLM
 from ..models.protocol import LanguageModel
+from ..models.transformers_backend import TransformersLM
 from ..tasks.protocol import TaskChecker
 from .bootstrap import ratio_interval
 from .certificate import interval, pair_fingerprint, upper_bound
@@ -85,6 +90,7 @@ def run_points(
     stop: Callable[[list[dict]], bool] | None = None,
     accept_impl: str = "python",
     score_lossless: bool = False,
+    batch: int = 1,
 ) -> list[dict]:
     """Run every point on every question; returns all run records.
 
@@ -92,8 +98,11 @@ def run_points(
     their seconds share the machine's state, and a cut run holds whole questions. ``stop(runs)``,
     asked after each question (run now or earlier), ends the run early when it returns True.
     ``accept_impl`` decides the judge points' cycles; ``score_lossless`` scores the judge along the
-    lossless runs (module docstring).
+    lossless runs (module docstring). ``batch`` > 1 decodes that many questions at once, their
+    forwards packed (:mod:`..models.packed_sessions`); their runs record it and report no tokens/s.
     """
+    if batch < 1:
+        raise ValueError(f"batch is a number of questions decoded at once: give 1 or more, got {batch}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_folder_setup(out_dir, {"pair": pair_fingerprint(target, draft), "tree": tree_record(tree),
@@ -121,27 +130,67 @@ def run_points(
     margins = MarginIndex(judge_id, runs, None if judge is None else judge.meta.get("max_judged"))
     todo = [(q, [p for p in points if (p.spec, q.qid) not in done]) for q in questions]
     bar = tqdm(total=sum(len(ps) for _, ps in todo), desc="eval", unit="run", disable=not progress, file=sys.stderr)
-    for q, ps in todo:
+    lock = threading.Lock()  # runs, margins, runs.jsonl and the bar, shared by the decoding threads
+    pool = ForwardPool() if batch > 1 else None
+    decoder = (target, draft) if pool is None else (packed(target, pool, deferred=True), packed(draft, pool))
+
+    def run_question(q: Question, ps: list[OperatingPoint]) -> None:
         for p in ps:
-            rec = None if fused[p.spec] else margins.reuse(p, rules[p.spec], q.qid)
+            with lock:
+                rec = None if fused[p.spec] else margins.reuse(p, rules[p.spec], q.qid)
             if rec is None:
                 t0 = time.perf_counter()
-                res = speculative_generate(target, draft, q.prompt_ids, tree=tree, rule=rules[p.spec],
+                res = speculative_generate(*decoder, q.prompt_ids, tree=tree, rule=rules[p.spec],
                                            max_new_tokens=max_new_tokens, fused=fused[p.spec])
                 seconds = time.perf_counter() - t0
-                answer = checker.answer(decode(res.tokens), q.example)
+                with lock:  # a task's checker need not be thread-safe
+                    answer = checker.answer(decode(res.tokens), q.example)
                 rec = {"spec": p.spec, "qid": q.qid, "tokens": res.tokens, "answer": answer,
                        "gold_correct": q.gold is not None and checker.same(answer, q.gold), "seconds": seconds,
                        **res.summary(), **({"judge": judge_id, "judge_weights": weights_id, "accept_impl": accept_impl}
-                          if p.method == "judge" or (scored and p.method == "lossless") else {})}
-            append_record(runs_path, rec)
-            runs.append(rec)
-            margins.add(rec)
-            bar.update()
-        if stop is not None and stop(runs):
-            break
+                          if p.method == "judge" or (scored and p.method == "lossless") else {}),
+                       **({"batch": batch} if pool is not None else {})}
+            with lock:
+                append_record(runs_path, rec)
+                runs.append(rec)
+                margins.add(rec)
+                bar.update()
+
+    def stopped() -> bool:
+        with lock:
+            return stop is not None and stop(runs)
+
+    if pool is None:
+        for q, ps in todo:
+            run_question(q, ps)
+            if stopped():
+                break
+    else:
+        def member(q: Question, ps: list[OperatingPoint]) -> None:
+            with pool.member():
+                run_question(q, ps)
+
+        with ThreadPoolExecutor(max_workers=batch) as ex:
+            waiting, running = iter(todo), set()
+            for q, ps in itertools.islice(waiting, batch):
+                running.add(ex.submit(member, q, ps))
+            while running:
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    f.result()  # a decoding thread's error ends the run here
+                if stopped():  # the questions in flight finish (whole questions); no new one starts
+                    waiting = iter(())
+                for q, ps in itertools.islice(waiting, len(finished)):
+                    running.add(ex.submit(member, q, ps))
     bar.close()
     return runs
+
+
+def packed(model, pool: ForwardPool, deferred: bool = False):
+    """``model``'s forwards through ``pool``: a TransformersLM as a PackedLM (the target ``deferred``:
+    :mod:`..models.packed_sessions`); a drafter without a language model of its own (an EAGLE head) as
+    it is."""
+    return PackedLM(model, pool, deferred) if isinstance(model, TransformersLM) else model
 
 
 def tree_parents(tree: DraftTree | DynamicTree) -> list[int] | None:
@@ -248,7 +297,8 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
             "accepted_per_cycle": accepted / max(cycles, 1),  # draft tokens only
             "agreement": kept / len(rs),
             "gold_accuracy": gold / len(rs),
-            "tokens_per_s": sum(r["new_tokens"] for r in rs) / max(sum(r["seconds"] for r in rs), 1e-9),
+            "tokens_per_s": float("nan") if any(r.get("batch", 1) > 1 for r in rs)  # shared seconds: no rate
+                            else sum(r["new_tokens"] for r in rs) / max(sum(r["seconds"] for r in rs), 1e-9),
             "judged_fraction": sum(r["judged_accepts"] for r in rs) / max(accepted, 1),
             "new_tokens": sum(r["new_tokens"] for r in rs),
             "cycles": cycles,

@@ -51,6 +51,17 @@ class RowKV:
         """The row's sequence is its first ``n`` entries (after a forward: the ones its tokens keep)."""
         self.length = n
 
+    def gather(self, keep: int, slots: list[int]) -> None:
+        """The row's sequence becomes its first ``keep`` entries followed by the entries at ``slots``
+        (each in [keep, length)): a tree's accepted nodes moved behind their prefix."""
+        if not 0 <= keep <= self.length or any(s < keep or s >= self.length for s in slots):
+            raise ValueError(f"gather({keep}, {slots}) is outside the row's {self.length} entries")
+        index = torch.tensor(slots, dtype=torch.long, device=self.keys[0].device)
+        for buffers in (self.keys, self.values):
+            for b in buffers:  # [kv_heads, capacity, head_dim]
+                b[:, keep:keep + len(slots)] = b.index_select(1, index)
+        self.length = keep + len(slots)
+
     def prefix(self, n: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Views of the first ``n`` entries, per layer [kv_heads, n, head_dim] (valid until the next write)."""
         return [k[:, :n] for k in self.keys], [v[:, :n] for v in self.values]
@@ -63,15 +74,21 @@ class PackedRows:
     instead of building one: ``masking_utils._preprocess_mask_arguments``; the rows' attention
     does not read it)."""
 
-    def __init__(self, rows: list[RowKV], sizes: list[int]):
+    def __init__(self, rows: list[RowKV], sizes: list[int], masks: list[torch.Tensor | None] | None = None):
         if len(rows) != len(sizes) or min(sizes, default=1) < 1:
             raise ValueError(f"every row feeds at least one token: rows {len(rows)}, sizes {sizes}")
         self.rows, self.sizes = rows, sizes
         self.starts = [sum(sizes[:r]) for r in range(len(sizes))]
         device = rows[0].keys[0].device
-        # row r's query j sees its first length + j + 1 entries: [t, length + t], True = attend (None for one token)
-        self.masks = [None if t == 1 else torch.ones(t, row.length + t, dtype=torch.bool, device=device).tril(row.length)
-                      for row, t in zip(rows, sizes)]
+        # row r's query j sees its first length + j + 1 entries: [t, length + t], True = attend (None for one token);
+        # a row's own mask (a tree's) replaces that
+        given = masks or [None] * len(rows)
+        for row, t, m in zip(rows, sizes, given):
+            if m is not None and tuple(m.shape) != (t, row.length + t):
+                raise ValueError(f"a row's mask must be [t, length + t] = [{t}, {row.length + t}], got {tuple(m.shape)}")
+        self.masks = [m.to(device=device, dtype=torch.bool) if m is not None else None if t == 1 else
+                      torch.ones(t, row.length + t, dtype=torch.bool, device=device).tril(row.length)
+                      for row, t, m in zip(rows, sizes, given)]
         self.placeholder_mask = torch.ones(1, 1, sum(sizes), 1, dtype=torch.bool, device=device)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs

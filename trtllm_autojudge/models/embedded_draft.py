@@ -39,6 +39,9 @@ def cut_model(target: PreTrainedModel, layers: Sequence[int]) -> PreTrainedModel
     draft.model.layers = nn.ModuleList(copy.deepcopy(target.model.layers[i]) for i in layers)
     for j, layer in enumerate(draft.model.layers):
         layer.self_attn.layer_idx = j  # the KV cache is indexed by position in the cut
+    for module in draft.model.layers.modules():  # the copies read the draft's config, not a copy of the target's:
+        if getattr(module, "config", None) is not None:  # set_attn_implementation on the draft then reaches them
+            module.config = draft.config
     draft.model.norm = copy.deepcopy(target.model.norm)
     draft.generation_config = copy.deepcopy(target.generation_config)
     return draft.to(next(target.parameters()).device).eval()

@@ -2,7 +2,8 @@
 
 One :class:`Sandbox` keeps one worker process (:mod:`.sandbox_worker`) for the process that made
 it; every run is a fresh child of the worker under its own limits, so a run costs a fork, not an
-interpreter start. A worker that dies is restarted and the run retried once.
+interpreter start. A worker that dies is restarted and the run retried once. Threads may share a
+Sandbox (eval's questions decoded at once): one request and its reply hold the worker at a time.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,7 @@ class Sandbox:
         self.timeout_s, self.memory_mb = float(timeout_s), int(memory_mb)
         self._proc: subprocess.Popen | None = None
         self._owner = os.getpid()
+        self._lock = threading.Lock()  # a request and its reply, one thread at a time
         atexit.register(self.close)
 
     def _worker(self) -> subprocess.Popen:
@@ -60,7 +63,8 @@ class Sandbox:
             raise ValueError(f"unknown sandbox mode {mode!r}: use 'answer' or 'run'")
         request = json.dumps({"code": code, "mode": mode, "timeout_s": self.timeout_s, "memory_mb": self.memory_mb})
         for attempt in (1, 2):
-            reply = self._ask(request)
+            with self._lock:
+                reply = self._ask(request)
             if reply is not None:
                 if reply.get("status") not in STATUSES:
                     raise RuntimeError(f"the sandbox worker could not run the code: {reply.get('error')}")
@@ -98,4 +102,5 @@ class Sandbox:
 
     def close(self) -> None:
         """Stop the worker (it is restarted by the next run)."""
-        self._close_proc()
+        with self._lock:
+            self._close_proc()
