@@ -21,8 +21,9 @@ shared, so runs decoded in a pool report no tokens per second (:mod:`..evaluatio
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -46,8 +47,8 @@ class ForwardPool:
     """Gathers the forwards of concurrently decoding threads into one packed forward per model.
 
     A thread decodes inside ``with pool.member():``; the pool runs the waiting forwards once every
-    member waits on one, so a member must not wait on anything else while it holds a forward's turn
-    (the loop's own work between forwards is fine: the others wait for it).
+    member waits on one. So between its forwards a member must not wait for another member (its own
+    work there is fine: the others wait for it).
     """
 
     def __init__(self):
@@ -57,17 +58,17 @@ class ForwardPool:
         self.forwards = 0  # packed forwards run
         self.rows = 0  # rows they held
 
-    def member(self) -> "_Membership":
-        return _Membership(self)
-
-    def _join(self) -> None:
+    @contextmanager
+    def member(self) -> Iterator["ForwardPool"]:
+        """The calling thread decodes until the block ends: rounds wait for its forwards."""
         with self._cond:
             self._members += 1
-
-    def _leave(self) -> None:
-        with self._cond:
-            self._members -= 1
-            self._cond.notify_all()  # the members left may all wait now: one of them runs the round
+        try:
+            yield self
+        finally:
+            with self._cond:
+                self._members -= 1
+                self._cond.notify_all()  # the members left may all wait now: one of them runs the round
 
     def submit(self, request: _Request) -> ForwardOutput:
         with self._cond:
@@ -84,7 +85,8 @@ class ForwardPool:
         return request.out
 
     def _run(self) -> None:
-        """Every member waits: one packed forward per model; wake them all (the lock is held)."""
+        """Every member waits (the lock is held): one packed forward per model, the deferred model's only
+        when no other's wait; wake them all."""
         urgent = [r for r in self._waiting if not r.session.deferred]
         batch = urgent or self._waiting  # a deferred model's forwards wait for every other model's
         self._waiting = [r for r in self._waiting if r.session.deferred] if urgent else []
@@ -101,18 +103,6 @@ class ForwardPool:
                 if r.out is None:
                     r.error = e
         self._cond.notify_all()
-
-
-class _Membership:
-    def __init__(self, pool: ForwardPool):
-        self.pool = pool
-
-    def __enter__(self) -> ForwardPool:
-        self.pool._join()
-        return self.pool
-
-    def __exit__(self, *exc) -> None:
-        self.pool._leave()
 
 
 @torch.inference_mode()
