@@ -29,7 +29,7 @@ import torch
 
 from ..kernels.gqa_attention import NAME as ROWS_ATTENTION, use_gqa_sdpa
 from ..kernels.row_cache import PackedRows, RowKV
-from .protocol import ForwardOutput
+from .protocol import ForwardOutput, check_forward, check_retain
 from .transformers_backend import TransformersLM
 
 
@@ -163,26 +163,16 @@ class PackedSession:
     def cached_len(self) -> int:
         return self.kv.length
 
-    def forward(
-        self,
-        tokens: Sequence[int],  # [T]
-        positions: Sequence[int] | None = None,  # [T]
-        mask: torch.Tensor | None = None,  # [T, cached_len + T] bool, True = attend
-    ) -> ForwardOutput:
+    def forward(self, tokens: Sequence[int], positions: Sequence[int] | None = None,
+                mask: torch.Tensor | None = None) -> ForwardOutput:  # [T], [T], [T, cached_len + T] (protocol.py)
         T = len(tokens)
-        if T == 0:
-            raise ValueError("forward needs at least one new token")
-        if mask is not None and tuple(mask.shape) != (T, self.cached_len + T):
-            raise ValueError(f"mask must be [T, cached_len + T] = [{T}, {self.cached_len + T}], got {tuple(mask.shape)}")
-        if positions is not None and len(positions) != T:
-            raise ValueError(f"positions must give one position per token: {len(positions)} for {T} tokens")
+        check_forward(self.cached_len, T, positions, mask)
         pos = list(range(self.cached_len, self.cached_len + T)) if positions is None else [int(p) for p in positions]
         return self.pool.submit(_Request(self, [int(t) for t in tokens], pos, mask))
 
     def retain(self, keep: int, slots: Sequence[int] = ()) -> None:
         slots = [int(s) for s in slots]
-        if not 0 <= keep <= self.cached_len or any(s < keep or s >= self.cached_len for s in slots):
-            raise ValueError(f"retain({keep}, {slots}) is outside the cache of {self.cached_len} entries")
+        check_retain(self.cached_len, keep, slots)
         if slots == list(range(keep, keep + len(slots))):
             self.kv.keep(keep + len(slots))
         else:

@@ -40,3 +40,19 @@ class LanguageModel(Protocol):
     eos_token_ids: tuple[int, ...]
 
     def session(self) -> ModelSession: ...
+
+
+def check_forward(cached_len: int, T: int, positions: Sequence[int] | None, mask: torch.Tensor | None) -> None:
+    """Refuse a :meth:`ModelSession.forward` call whose arguments do not fit its cache."""
+    if T == 0:
+        raise ValueError("forward needs at least one new token")
+    if mask is not None and tuple(mask.shape) != (T, cached_len + T):
+        raise ValueError(f"mask must be [T, cached_len + T] = [{T}, {cached_len + T}], got {tuple(mask.shape)}")
+    if positions is not None and len(positions) != T:
+        raise ValueError(f"positions must give one position per token: {len(positions)} for {T} tokens")
+
+
+def check_retain(cached_len: int, keep: int, slots: Sequence[int]) -> None:
+    """Refuse a :meth:`ModelSession.retain` call outside the cache."""
+    if not 0 <= keep <= cached_len or any(s < keep or s >= cached_len for s in slots):
+        raise ValueError(f"retain({keep}, {list(slots)}) is outside the cache of {cached_len} entries")

@@ -11,7 +11,7 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from .protocol import ForwardOutput
+from .protocol import ForwardOutput, check_forward, check_retain
 
 
 def weights_fingerprint(tensors) -> str:
@@ -93,16 +93,13 @@ class TransformersSession:
         mask: torch.Tensor | None = None,  # [T, cached_len + T] bool, True = attend
     ) -> ForwardOutput:
         T = len(tokens)
-        if T == 0:
-            raise ValueError("forward needs at least one new token")
+        check_forward(self.cached_len, T, positions, mask)
         device = self.lm.device
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)  # [1, T]
         kwargs = {}
         if positions is not None:
             kwargs["position_ids"] = torch.tensor([list(positions)], dtype=torch.long, device=device)  # [1, T]
         if mask is not None:
-            if tuple(mask.shape) != (T, self.cached_len + T):
-                raise ValueError(f"mask must be [T, cached_len + T] = [{T}, {self.cached_len + T}], got {tuple(mask.shape)}")
             kwargs["attention_mask"] = mask.to(device=device, dtype=torch.bool)[None, None]  # [1, 1, T, L+T]
         out = self.lm.model.model(input_ids=ids, cache=self.cache, use_cache=True, **kwargs)
         hidden = out.last_hidden_state[0]  # [T, H], after the final norm
@@ -112,8 +109,7 @@ class TransformersSession:
 
     def retain(self, keep: int, slots: Sequence[int] = ()) -> None:
         slots = list(slots)
-        if not 0 <= keep <= self.cached_len or any(s < keep or s >= self.cached_len for s in slots):
-            raise ValueError(f"retain({keep}, {slots}) is outside the cache of {self.cached_len} entries")
+        check_retain(self.cached_len, keep, slots)
         new_len = keep + len(slots)
         contiguous = slots == list(range(keep, new_len))
         index = None if contiguous else torch.tensor(list(range(keep)) + slots, dtype=torch.long, device=self.lm.device)
