@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The frontier of certified bound against gain: one curve per judge (a lever tried), from the
-summary rows of `eval` (summary.json) or `calibrate` (calibration.json) output folders.
+summary rows of `eval` (summary.json) or `calibrate` (calibration.json) output folders, or from a
+calibration.json kept under docs/results/.
 
     python build_scripts/certified_frontier.py --series "shipped judge=out/cal_shipped" \\
         --series "at most 4 judged per response=out/cal_shipped_m4" --budget 0.01 \\
@@ -25,18 +26,25 @@ KEPT = ("spec", "questions", "answers_changed", "answer_change_bound", "gold_los
 
 
 def judge_rows(folder: Path) -> list[dict]:
-    """The judge rows of an eval or calibrate output folder."""
+    """The judge rows of an eval or calibrate output folder, or of a calibrate result file."""
+    if folder.is_file():
+        rows = json.loads(folder.read_text()).get("candidates")
+        if rows is None:
+            raise SystemExit(f"{folder} has no 'candidates': give a calibrate result (calibration.json)")
+        return rows
     if (folder / "calibration.json").is_file():
         return json.loads((folder / "calibration.json").read_text())["candidates"]
     if (folder / "summary.json").is_file():
         return [r for r in json.loads((folder / "summary.json").read_text())["rows"] if r["method"] == "judge"]
-    raise SystemExit(f"{folder} holds neither calibration.json (calibrate) nor summary.json (eval)")
+    raise SystemExit(f"{folder} is no calibrate result file, and holds neither calibration.json (calibrate) "
+                     "nor summary.json (eval)")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--series", action="append", required=True, metavar="NAME=FOLDER",
-                   help="a curve: its name and the eval/calibrate output folder holding its rows (repeatable)")
+    p.add_argument("--series", action="append", required=True, metavar="NAME=PATH",
+                   help="a curve: its name and the eval/calibrate output folder holding its rows, or a calibrate "
+                        "result file (repeatable)")
     p.add_argument("--budget", type=float, default=None, help="draw the answer budget (e.g. 0.01)")
     p.add_argument("--title", default="")
     p.add_argument("--out", type=Path, required=True, help="the PNG")
@@ -46,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.series:
         name, sep, folder = item.rpartition("=")
         if not sep or not name:
-            raise SystemExit(f"--series {item!r}: give NAME=FOLDER")
+            raise SystemExit(f"--series {item!r}: give NAME=PATH")
         series[name] = judge_rows(Path(folder))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     plot_certified_frontier(series, args.out, args.budget, args.title)

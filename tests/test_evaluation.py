@@ -311,7 +311,8 @@ def test_the_compiled_core_decides_as_the_python_rule(tmp_path, setup):
 
 
 def test_certified_frontier_script_plots_each_series(evaluated, tmp_path):
-    """build_scripts/certified_frontier.py reads eval and calibrate folders and writes a PNG and the rows."""
+    """build_scripts/certified_frontier.py reads eval and calibrate folders, and calibrate result files kept
+    apart from their folder, and writes a PNG and the rows."""
     import runpy
     from pathlib import Path as P
 
@@ -323,13 +324,18 @@ def test_certified_frontier_script_plots_each_series(evaluated, tmp_path):
                                                                      for r in rows if r["method"] == "judge"]}))
     main = runpy.run_path(str(P(__file__).resolve().parents[1] / "build_scripts" / "certified_frontier.py"),
                           run_name="certified_frontier")["main"]
-    assert main(["--series", f"eval={out}", "--series", f"cal={cal}", "--budget", "0.01", "--out",
-                 str(tmp_path / "f.png"), "--json", str(tmp_path / "f.json")]) == 0
+    kept = tmp_path / "certify_kept.json"
+    kept.write_text((cal / "calibration.json").read_text())
+    assert main(["--series", f"eval={out}", "--series", f"cal={cal}", "--series", f"kept={kept}", "--budget", "0.01",
+                 "--out", str(tmp_path / "f.png"), "--json", str(tmp_path / "f.json")]) == 0
     data = json.loads((tmp_path / "f.json").read_text())
     assert [r["spec"] for r in data["eval"]] == ["judge@0.3", "judge@0.6"] and len(data["cal"]) == 2
+    assert data["kept"] == data["cal"]
     assert (tmp_path / "f.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="neither calibration.json"):
         main(["--series", f"x={tmp_path}", "--out", str(tmp_path / "g.png")])
+    with pytest.raises(SystemExit, match="no 'candidates': give a calibrate result"):
+        main(["--series", f"x={out / 'summary.json'}", "--out", str(tmp_path / "g.png")])
 
 
 def test_the_table_keeps_its_columns_apart_at_their_widest():

@@ -66,7 +66,11 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
 
     fig = Figure(figsize=(8.5, 5.6), dpi=120)
     ax = fig.add_subplot()
-    for name, rows in series.items():
+    if len(series) > 20:
+        raise ValueError(f"{len(series)} curves in one plot: give at most 20, so that no two share a colour")
+    paired = matplotlib.colormaps["tab20"].colors  # ten hues, each dark then light
+    colors = paired[0::2] + paired[1::2]  # no colour twice; ten hues before any light one
+    for color, (name, rows) in zip(colors, series.items()):
         full = max((r["questions"] for r in rows), default=0)
         pts = sorted((r["answer_change_bound"], r["vs_lossless"], r["vs_lossless_lo"], r["vs_lossless_hi"])
                      for r in rows if r["questions"] == full)
@@ -74,10 +78,10 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
             continue
         xs, ys, los, his = zip(*pts)
         err = [[y - lo for y, lo in zip(ys, los)], [hi - y for y, hi in zip(ys, his)]]
-        line = ax.errorbar(xs, ys, yerr=err, fmt="o-", ms=4, capsize=2, label=f"{name} ({full} questions)")
+        ax.errorbar(xs, ys, yerr=err, fmt="o-", ms=4, capsize=2, color=color, label=f"{name} ({full} questions)")
         stopped = [(r["answer_change_bound"], r["vs_lossless"]) for r in rows if r["questions"] < full]
         if stopped:
-            ax.plot(*zip(*stopped), "o", ms=6, mfc="none", color=line.lines[0].get_color())
+            ax.plot(*zip(*stopped), "o", ms=6, mfc="none", color=color)
     if budget is not None:
         ax.axvline(budget, color="gray", ls="--", lw=1, label=f"answer budget ({budget:.0%})")
     from matplotlib.ticker import PercentFormatter

@@ -57,7 +57,7 @@ class Gsm8kProgramTask(TemplateTask):
 
     name = "gsm8k-program"
     system_prompt = PROGRAM_SYSTEM_PROMPT
-    shipped_judge = "judge_gsm8k_program.safetensors"  # DT-DT1-DT2-LS, minimum run 4: every route runs it
+    shipped_judge = "judge_gsm8k_program.safetensors"  # DT-DT1-DT2-LS, minimum run 8: every route runs it
     shipped_adapter = "target_lora_program.safetensors"
     shipped_draft = "draft_program.safetensors"
     shipped_draft_vocab = "draft_vocab_gsm8k_program.safetensors"
