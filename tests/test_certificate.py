@@ -2,7 +2,7 @@
 import pytest
 from scipy.stats import beta
 
-from trtllm_autojudge.evaluation.certificate import (Certificate, interval, most_allowed, questions_needed,
+from trtllm_autojudge.evaluation.certificate import (Certificate, interval, most_allowed, questions_needed, rule_fields,
                                                      upper_bound)
 
 
@@ -50,7 +50,7 @@ def certificate(**changes) -> Certificate:
 
 
 RUN = dict(task="gsm8k-program", dtype="bfloat16", k=16, tree=None, max_new_tokens=320, pair="t-d", threshold=0.01,
-           max_judged=None, veto=[], min_run=None)
+           max_judged=None, veto=[], min_run=None, min_target_prob=None)
 
 
 def test_certificate_round_trip_and_where_it_applies():
@@ -78,6 +78,18 @@ def test_a_certificate_records_the_minimum_run():
     assert Certificate.from_meta(c.as_meta()) == c
     assert c.mismatches(**{**RUN, "min_run": 4}) == [] and c.mismatches(**RUN) == ["min_run None (certified: 4)"]
     assert "judged acceptances opening at least 4 tokens" in c.summary()
+
+
+def test_a_certificate_records_the_target_confidence_gate():
+    """So is the gate; certificates made before it read as none, and the summary says it."""
+    old = {k: v for k, v in certificate().as_meta().items() if k != "min_target_prob"}
+    assert Certificate.from_meta(old).min_target_prob is None
+    c = certificate(min_target_prob=0.9)
+    assert Certificate.from_meta(c.as_meta()) == c
+    assert c.mismatches(**{**RUN, "min_target_prob": 0.9}) == []
+    assert c.mismatches(**RUN) == ["min_target_prob None (certified: 0.9)"]
+    assert "judged only where the target gave its token at least 0.9" in c.summary()
+    assert rule_fields({"min_run": 8, "min_target_prob": 0.9}) == {"veto": [], "min_run": 8, "min_target_prob": 0.9}
 
 
 def test_a_certificate_missing_fields_is_refused():

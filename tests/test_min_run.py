@@ -83,7 +83,7 @@ def test_the_minimum_run_is_part_of_the_judge():
     assert "min_run" in unsupported_reason(held, "vllm") and unsupported_reason(head, "vllm") is None
     with pytest.raises(ValueError, match="min_run must be a whole number"):
         accept_all_judge(target, draft, min_run=1)
-    args = lambda m: argparse.Namespace(min_run=m, veto=None)  # noqa: E731
+    args = lambda m: argparse.Namespace(min_run=m, veto=None, min_target_prob=None)  # noqa: E731
     assert apply_rule_options(head, args(4), None).meta["min_run"] == 4
     assert "min_run" not in apply_rule_options(held, args(1), None).meta
     assert apply_rule_options(held, args(None), None).min_run == 4

@@ -55,6 +55,15 @@ class VerifyContext:
         return 1 + np.flatnonzero(self.draft_tokens[0] != self.target_argmax[self.parents[0, 1:]])
 
 
+def target_token_prob(
+    target_logits: torch.Tensor,  # [N+1, V]: row n with node n as the input token
+    rows: np.ndarray,  # [M] int: the parent row of each mismatch
+) -> np.ndarray:  # [M] float64: the target's probability of its own (greedy) token there
+    """The largest softmax probability of each row: 1 / sum(exp(logits - max))."""
+    x = target_logits[torch.as_tensor(rows, device=target_logits.device)].double()  # [M, V]
+    return (1.0 / torch.exp(x - x.max(-1, keepdim=True).values).sum(-1)).cpu().numpy()
+
+
 class RelaxedRule(Protocol):
     needs_draft_hidden: bool
 
@@ -72,8 +81,14 @@ class JudgeRule:
     with a minimum run (``meta["min_run"]`` = m, ``--min-run``) never has its verdict asked on a
     mismatch that would open fewer than m tokens through the exact matches below it
     (:func:`.rules.exact_runs`): a judged acceptance costs the same risk wherever it falls, so the
-    rule spends it only where it buys at least m tokens. Both depend on the draft, not on the
-    threshold, so the threshold margin (module docstring) holds as it is.
+    rule spends it only where it buys at least m tokens. A judge file with a target-confidence gate
+    (``meta["min_target_prob"]`` = p, ``--min-target-prob``) never has its verdict asked on a
+    mismatch where the target gave its own token less than probability p: there the draft's token is
+    an alternative the target weighs too, and on the program task such swaps (another quantity or
+    entity of the question) change answers more often than the judge can tell
+    (docs/notebook/certification.md, "A probe: the target's view after a judged acceptance"). All
+    three depend on the draft and the target, not on the threshold, so the threshold margin (module
+    docstring) holds as it is.
     """
 
     def __init__(self, head: JudgeHead, threshold: float | None = None, max_judged: int | None = None):
@@ -88,6 +103,7 @@ class JudgeRule:
         self.cut = float(threshold_logit(self.threshold))
         self.max_judged = max_judged
         self.min_run = head.min_run
+        self.min_target_prob = head.min_target_prob
         self._veto: np.ndarray | None = None  # [V] bool, built at the first cycle (the vocabulary size is the logits')
         self.needs_draft_hidden = head.needs_draft_hidden
         self.lookahead = head.lookahead  # draft tokens a node needs after it for a verdict
@@ -133,10 +149,13 @@ class JudgeRule:
 
     def judgeable(self, ctx: VerifyContext, nodes: np.ndarray) -> np.ndarray:  # [M] -> [M'] int64
         """The mismatching ``nodes`` whose draft and target tokens are both outside the judge's veto,
-        and that open a run of at least the judge's minimum run."""
+        that open a run of at least the judge's minimum run, and where the target gave its own token
+        at least the judge's ``min_target_prob``."""
         if self.min_run > 1 and len(nodes):
             runs = exact_runs(ctx.draft_tokens, ctx.target_argmax[None], ctx.tree.paths[None])  # [1, N+1]
             nodes = nodes[runs[0, nodes] >= self.min_run]
+        if self.min_target_prob and len(nodes):
+            nodes = nodes[target_token_prob(ctx.target_logits, ctx.parents[0, nodes]) >= self.min_target_prob]
         veto = self.head.meta.get("veto")
         if not veto or len(nodes) == 0:
             return nodes
@@ -161,12 +180,12 @@ class JudgeRule:
     @property
     def fusable(self) -> bool:
         """Whether ``torch.ops.autojudge.accept`` implements this judge: any setup of the blocks the
-        compiled core computes (spec/judge_blocks.py: DT, DD, DT1, DT2, DD1, LS), without a token veto
-        or a per-response limit (a minimum run it applies)."""
+        compiled core computes (spec/judge_blocks.py: DT, DD, DT1, DT2, DD1, LS), without a token veto,
+        a target-confidence gate or a per-response limit (a minimum run it applies)."""
         from ..spec.judge_blocks import BLOCK_CODES
 
         return (all(b in BLOCK_CODES for b in self.head.blocks) and not self.head.meta.get("veto")
-                and self.max_judged is None)
+                and not self.min_target_prob and self.max_judged is None)
 
     def accept_fused(self, ctx: VerifyContext, paths: np.ndarray) -> Acceptance:
         """Judge + path walk in one ``torch.ops.autojudge.accept`` call (CUDA kernel or C++ host core);

@@ -157,7 +157,7 @@ def speculative_generate(
     ``fused`` runs a judge rule and the path walk as one ``torch.ops.autojudge.accept`` call (the
     CUDA kernel on a GPU, the C++ host core on CPU) instead of the NumPy reference; the default is
     fused exactly when the models run on CUDA and the rule is fusable (``JudgeRule.fusable``: any
-    judge setup, without a token veto or a per-response limit).
+    judge setup, without a token veto, a target-confidence gate or a per-response limit).
     """
     if len(prompt_ids) == 0:
         raise ValueError("prompt_ids is empty: speculative decoding needs at least one prompt token")
@@ -182,7 +182,7 @@ def speculative_generate(
         fused = device.type == "cuda" and getattr(rule, "fusable", False)
     if fused and not getattr(rule, "fusable", False):
         raise ValueError("fused acceptance needs a JudgeRule the compiled core implements (JudgeRule.fusable: no token "
-                         "veto, no per-response limit)")
+                         "veto, no target-confidence gate, no per-response limit)")
     result = GenerationResult(list(tokens), [], "budget")
     margin = [-np.inf, np.inf]  # the response's threshold margin (modes.py); None once a cycle kept none
     judged_so_far = 0

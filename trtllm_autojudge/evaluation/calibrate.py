@@ -46,12 +46,12 @@ from ..models.dtype import dtype_name
 from ..decoding.loading import load_pair
 from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
-from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed
+from .certificate import CONFIDENCE, Certificate, most_allowed, pair_fingerprint, questions_needed, rule_fields
 from .common import (add_batch_arg, add_decoding_args, apply_rule_options, check_batch, draft_tree, judge_path,
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from, settle_k)
 from .methods import OperatingPoint
 from .plot import plot_frontier
-from .runner import format_table, run_points, summarize
+from .runner import answer_changed, format_table, gold_lost, run_points, summarize
 
 # validation important-accept rates whose frontier thresholds form the default ladder
 CALIBRATION_HARM_CAPS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1)
@@ -191,8 +191,7 @@ def main(argv: list[str]) -> int:
         max_answer_change=args.max_answer_change, gold_losses=best["gold_losses"],
         gold_drop_bound=best["gold_drop_bound"], max_gold_drop=args.max_gold_drop, confidence=CONFIDENCE,
         task=task.name, dtype=dtype_name(target.dtype), k=args.k if args.tree is None else None, tree=args.tree,
-        max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft),
-        veto=judge.meta.get("veto", {}).get("classes", []), min_run=judge.meta.get("min_run"))
+        max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft), **rule_fields(judge.meta))
     compact = {"label_threshold": label_threshold, "command": record["command"],
                "candidates": [{k: r[k] for k in ("threshold", "certified", "questions", "answers_changed", "gold_losses",
                                                  "vs_lossless")} for r in rows]}
@@ -214,6 +213,6 @@ def _beyond_budget(runs: list[dict], spec: str, checker, allowed: tuple[int, int
     certified row may (``allowed``: the most of each, :func:`.certificate.most_allowed`)."""
     lossless = {r["qid"]: r for r in runs if r["spec"] == "lossless"}
     mine = [r for r in runs if r["spec"] == spec and r["qid"] in lossless]
-    changed = sum(not checker.same(r["answer"], lossless[r["qid"]]["answer"]) for r in mine)
-    losses = sum(bool(lossless[r["qid"]]["gold_correct"]) and not r["gold_correct"] for r in mine)
+    changed = sum(answer_changed(r, lossless[r["qid"]], checker) for r in mine)
+    losses = sum(gold_lost(r, lossless[r["qid"]]) for r in mine)
     return changed > allowed[0] or losses > allowed[1]

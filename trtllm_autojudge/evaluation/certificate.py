@@ -36,6 +36,13 @@ from scipy.stats import binomtest
 CONFIDENCE = 0.95
 
 
+def rule_fields(judge_meta: dict) -> dict:
+    """The rules of a judge file's verdicts that a certificate records: its token veto classes, its
+    minimum run and its target-confidence gate (decoding/modes.py JudgeRule; None: none)."""
+    return {"veto": judge_meta.get("veto", {}).get("classes", []), "min_run": judge_meta.get("min_run"),
+            "min_target_prob": judge_meta.get("min_target_prob")}
+
+
 def upper_bound(count: int, n: int, confidence: float = CONFIDENCE) -> float:
     """One-sided Clopper-Pearson upper bound on a share, from ``count`` events in ``n`` trials."""
     if n < 1 or not 0 <= count <= n:
@@ -106,6 +113,7 @@ class Certificate:
     pair: str  # pair_fingerprint of the models calibrated with
     veto: list[str]  # the judge's token veto classes (judge/veto.py; [] for none)
     min_run: int | None = None  # tokens a judged acceptance must open (decoding/modes.py JudgeRule; None: any)
+    min_target_prob: float | None = None  # the target's least probability of its own token at a judged mismatch
 
     def as_meta(self) -> dict:
         return asdict(self)
@@ -116,7 +124,7 @@ class Certificate:
         if not meta:
             return None
         names = {f.name for f in fields(cls)}
-        missing = names - set(meta) - {"min_run"}  # certificates made before the minimum run existed have none
+        missing = names - set(meta) - {"min_run", "min_target_prob"}  # certificates made before these rules have none
         if missing:
             raise ValueError(f"the judge file's certificate lacks {sorted(missing)}: calibrate the judge again")
         return cls(**{k: meta[k] for k in names if k in meta})
@@ -126,6 +134,8 @@ class Certificate:
         limit = "" if self.max_judged is None else f", at most {self.max_judged} judged acceptances per response"
         limit += f", {'/'.join(self.veto)} vetoed" if self.veto else ""
         limit += f", judged acceptances opening at least {self.min_run} tokens" if self.min_run else ""
+        limit += (f", judged only where the target gave its token at least {self.min_target_prob:g}"
+                  if self.min_target_prob else "")
         where = self.question_set.get("questions") or (f"{self.question_set.get('split')} templates, seed "
                                                         f"{self.question_set.get('seed')}")
         return (f"threshold {self.threshold:g}{limit}: answers changed <= {self.answer_change_bound:.2%} and gold drop "
@@ -136,11 +146,11 @@ class Certificate:
 
     def mismatches(self, *, task: str, dtype: str, k: int | None, tree: str | None, max_new_tokens: int,
                    pair: str | None, threshold: float, max_judged: int | None, veto: list[str],
-                   min_run: int | None) -> list[str]:
+                   min_run: int | None, min_target_prob: float | None) -> list[str]:
         """How a run differs from what was certified; empty when the certificate applies to it."""
         mine = {"task": task, "dtype": dtype, "k": k if tree is None else None, "tree": tree,
                 "max_new_tokens": max_new_tokens, "threshold": threshold, "max_judged": max_judged, "veto": veto,
-                "min_run": min_run}
+                "min_run": min_run, "min_target_prob": min_target_prob}
         if pair is not None:
             mine["pair"] = pair
         out = []

@@ -17,7 +17,7 @@ from ..models.loading import EMBEDDED_TARGETS
 from ..models.vocab_subset import tokenizer_fingerprint
 from ..tasks import Task
 from ..tasks.base import ASSETS
-from .certificate import Certificate, pair_fingerprint
+from .certificate import Certificate, pair_fingerprint, rule_fields
 from .runner import ACCEPT_IMPLS, Question
 
 DYNAMIC_PREFIX = "dynamic:"
@@ -47,6 +47,10 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
                    help="ask the judge only about mismatches that open at least M tokens through the exact matches "
                         "below them (decoding/modes.py JudgeRule): replaces the judge file's own minimum run; "
                         "1 for none")
+    g.add_argument("--min-target-prob", type=float, default=None, metavar="P",
+                   help="ask the judge only about mismatches where the target gave its own token at least "
+                        "probability P (decoding/modes.py JudgeRule; the Python rule only): replaces the judge "
+                        "file's own gate; 0 for none")
 
 
 def add_batch_arg(parser: argparse.ArgumentParser) -> None:
@@ -192,7 +196,7 @@ def judge_certificate(judge: JudgeHead | None, target, draft, task: Task, k: int
     return certificate, certificate.mismatches(
         task=task.name, dtype=dtype_name(target.dtype), k=k, tree=tree, max_new_tokens=max_new_tokens,
         pair=pair_fingerprint(target, draft), threshold=certificate.threshold, max_judged=certificate.max_judged,
-        veto=judge.meta.get("veto", {}).get("classes", []), min_run=judge.meta.get("min_run"))
+        **rule_fields(judge.meta))
 
 
 def certificate_lines(certificate: Certificate | None, mismatches: list[str]) -> str:
@@ -216,8 +220,8 @@ def refuse_calibration_questions(certificate: Certificate | None, qids: list[str
 
 
 def apply_rule_options(judge: JudgeHead | None, args: argparse.Namespace, tokenizer) -> JudgeHead | None:
-    """``judge`` with the options of :func:`add_decoding_args` that change its verdicts: ``--veto``
-    and ``--min-run``."""
+    """``judge`` with the options of :func:`add_decoding_args` that change its verdicts: ``--veto``,
+    ``--min-run`` and ``--min-target-prob``."""
     if judge is None:
         return judge
     if args.min_run is not None:
@@ -226,6 +230,13 @@ def apply_rule_options(judge: JudgeHead | None, args: argparse.Namespace, tokeni
                              f"got {args.min_run}")
         meta = {k: v for k, v in judge.meta.items() if k != "min_run"}
         judge = replace(judge, meta=meta if args.min_run == 1 else {**meta, "min_run": args.min_run})
+    gate = args.min_target_prob
+    if gate is not None:
+        if not 0 <= gate < 1:
+            raise SystemExit(f"--min-target-prob is the target's least probability of its own token at a judged "
+                             f"mismatch: give a number in [0, 1) (0: no gate), got {gate}")
+        meta = {k: v for k, v in judge.meta.items() if k != "min_target_prob"}
+        judge = replace(judge, meta=meta if gate == 0 else {**meta, "min_target_prob": gate})
     return _apply_veto(judge, args.veto, tokenizer)
 
 

@@ -36,6 +36,10 @@ def unsupported_reason(head: JudgeHead, fmt: str) -> str | None:
     if fmt in ("plugin", "vllm") and head.meta.get("veto"):
         return (f"the {fmt} format has no token veto (classes {head.meta['veto']['classes']}), which this judge's "
                 f"certified default relies on; only the Python rule applies it")
+    if fmt in ("plugin", "vllm") and head.min_target_prob:
+        return (f"the {fmt} format has no target-confidence gate (min_target_prob {head.min_target_prob:g}), which "
+                f"this judge's certified default relies on; only the Python rule applies it: use a judge file "
+                f"without it (calibrate without --min-target-prob)")
     if fmt in ("plugin", "vllm") and head.meta.get("max_judged") is not None:
         return (f"its default operating point limits a response to {head.meta['max_judged']} judged acceptances "
                 f"(max_judged), which the {fmt} format, deciding each cycle on its own, does not apply (only the "

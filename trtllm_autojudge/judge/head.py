@@ -85,6 +85,9 @@ class JudgeHead:
         run = self.meta.get("min_run")
         if run is not None and (isinstance(run, bool) or not isinstance(run, int) or run < 2):
             raise ValueError(f"judge min_run must be a whole number of tokens >= 2 (absent: no minimum), got {run!r}")
+        gate = self.meta.get("min_target_prob")
+        if gate is not None and (isinstance(gate, bool) or not isinstance(gate, (int, float)) or not 0 < gate < 1):
+            raise ValueError(f"judge min_target_prob must be a probability in (0, 1) (absent: no gate), got {gate!r}")
 
     @property
     def blocks(self) -> list[str]:
@@ -108,6 +111,12 @@ class JudgeHead:
         """Tokens a judged acceptance must open (``meta["min_run"]``, decoding/modes.py JudgeRule; 1: any)."""
         return self.meta.get("min_run") or 1
 
+    @property
+    def min_target_prob(self) -> float:
+        """The target's least probability of its own token at a judged mismatch (``meta["min_target_prob"]``,
+        decoding/modes.py JudgeRule; 0: any)."""
+        return float(self.meta.get("min_target_prob") or 0.0)
+
     def folded(self) -> tuple[np.ndarray, float]:
         """(w [F] float32, c): the scaler folded into one dot product."""
         w = (self.coef.astype(np.float64) / self.scale).astype(np.float32)
@@ -123,7 +132,7 @@ class JudgeHead:
 
     def fingerprint(self) -> str:
         """16 hex digits of SHA-256 over what decides the verdicts (setup, sizes, weights, threshold, veto,
-        minimum run):
+        minimum run, target-confidence gate):
         results record it, so a later run can tell which judge made them."""
         return self._hash(f"|{self.threshold!r}")
 
@@ -140,6 +149,8 @@ class JudgeHead:
             h.update(np.asarray(self.meta["veto"]["token_ids"], np.int64).tobytes())
         if self.min_run > 1:  # so does a minimum run (JudgeRule)
             h.update(f"|min_run {self.min_run}".encode())
+        if self.min_target_prob:  # and the target-confidence gate (JudgeRule)
+            h.update(f"|min_target_prob {self.min_target_prob!r}".encode())
         return h.hexdigest()[:16]
 
     def describe(self) -> dict:
@@ -150,6 +161,8 @@ class JudgeHead:
                      "dtype": self.meta.get("dtype", "float32")}
         if self.min_run > 1:  # a rule of its verdicts (decoding/modes.py JudgeRule)
             described["min_run"] = self.min_run
+        if self.min_target_prob:  # another (JudgeRule)
+            described["min_target_prob"] = self.min_target_prob
         if certificate:  # the default was certified by `trtllm-autojudge calibrate` (evaluation/certificate.py)
             described["certificate"] = {k: v for k, v in certificate.items() if k != "question_ids"}
         return described

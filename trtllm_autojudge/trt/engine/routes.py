@@ -3,7 +3,7 @@ the others, which ``build-engines`` and the routes' runtimes give before anythin
 
 Every route computes the judge with the AutoJudgeAccept plugin, so a judge must be exportable to it
 (:func:`trtllm_autojudge.judge.export.unsupported_reason`: blocks of
-:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto), and its default operating
+:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto, no target-confidence gate), and its default operating
 point must not limit the judged acceptances of a response (``max_judged``, ``calibrate
 --max-judged``): the plugin decides each cycle on its own. A minimum run (``min_run``, ``calibrate
 --min-run``) every route applies: the plugin's ``min_run`` field, from the judge file. Beyond that a

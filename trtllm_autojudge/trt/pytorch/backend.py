@@ -64,6 +64,8 @@ class JudgeScorer:
         unapplied = []  # parts of the judge's default operating point that the accept op has no input for
         if head.meta.get("veto"):
             unapplied.append(f"a token veto (classes {head.meta['veto'].get('classes')})")
+        if head.min_target_prob:
+            unapplied.append(f"a target-confidence gate (min_target_prob {head.min_target_prob:g})")
         if head.meta.get("max_judged") is not None:
             unapplied.append(f"a limit of {head.meta['max_judged']} judged acceptances per response (max_judged)")
         if unapplied:
