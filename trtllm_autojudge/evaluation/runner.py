@@ -305,8 +305,8 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
             continue
         cycles = sum(r["cycles"] for r in rs)
         accepted = sum(r["accepted_per_cycle"] * r["cycles"] for r in rs)
-        paired = [r for r in rs if r["qid"] in reference]
-        kept = len(rs) - sum(answer_changed(r, reference[r["qid"]], checker) for r in paired) - (len(rs) - len(paired))
+        paired = [r for r in rs if r["qid"] in reference]  # a run without a lossless one beside it is not kept
+        kept = sum(not answer_changed(r, reference[r["qid"]], checker) for r in paired)
         rounding = sum(lossless_by_construction(r) and not checker.same(r["answer"], reference[r["qid"]]["answer"])
                        for r in paired if p.method != "lossless")
         gold = sum(bool(r["gold_correct"]) for r in rs)
