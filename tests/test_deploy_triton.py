@@ -324,3 +324,14 @@ def test_the_bls_refuses_a_draft_width_its_draft_cannot_serve(tmp_path):
         check_draft_width(2, {"build_config": {"gather_generation_logits": False}})
     bls = (REPO / "trtllm_autojudge" / "trt" / "triton" / "models" / "autojudge_bls.py").read_text()
     assert "check_draft_width(width, self.draft_engine_config)" in bls
+
+
+def test_a_route_refuses_a_depth_below_the_judges_minimum_run():
+    """A minimum run of M judges only a mismatch that opens M tokens: a chain of fewer draft tokens has
+    none, so the build is refused with the depth to give; M draft tokens leave the first node."""
+    F = feature_dim("DT", 16, 32)
+    head = JudgeHead(np.ones(F), np.zeros(F), np.ones(F), 0.0, "DT", 16, 32, meta={"min_run": 8})
+    check_route_judge("stock", head, depth=8)
+    with pytest.raises(ValueError, match="--depth 7 gives no draft node a verdict: the judge's minimum run is 8 .* "
+                                         "build with --depth 8 or more"):
+        check_route_judge("stock", head, depth=7)

@@ -51,7 +51,7 @@ from .common import (add_batch_arg, add_decoding_args, apply_rule_options, check
                      judge_record, judge_thresholds, load_judge_file, question_set, questions_from, settle_k)
 from .methods import OperatingPoint
 from .plot import plot_frontier
-from .runner import answer_changed, format_table, gold_lost, run_points, summarize
+from .runner import format_table, run_points, summarize
 
 # validation important-accept rates whose frontier thresholds form the default ladder
 CALIBRATION_HARM_CAPS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1)
@@ -213,6 +213,6 @@ def _beyond_budget(runs: list[dict], spec: str, checker, allowed: tuple[int, int
     certified row may (``allowed``: the most of each, :func:`.certificate.most_allowed`)."""
     lossless = {r["qid"]: r for r in runs if r["spec"] == "lossless"}
     mine = [r for r in runs if r["spec"] == spec and r["qid"] in lossless]
-    changed = sum(answer_changed(r, lossless[r["qid"]], checker) for r in mine)
-    losses = sum(gold_lost(r, lossless[r["qid"]]) for r in mine)
+    changed = sum(not checker.same(r["answer"], lossless[r["qid"]]["answer"]) for r in mine)
+    losses = sum(bool(lossless[r["qid"]]["gold_correct"]) and not r["gold_correct"] for r in mine)
     return changed > allowed[0] or losses > allowed[1]

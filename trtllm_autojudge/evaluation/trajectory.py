@@ -143,5 +143,5 @@ def trajectory_row(records: Sequence[dict], draft: LanguageModel, k: int, lossle
         "agreement_lo": 1.0, "agreement_hi": 1.0,
         **{k: lossless_row[k] if lossless_row else float("nan") for k in ("gold_accuracy_lo", "gold_accuracy_hi")},
         "answers_changed": 0, "answer_change_bound": 0.0, "gold_losses": 0, "gold_drop_bound": 0.0,
-        "changed_by_rounding": 0,
+        "changed_without_acceptance": 0,
     }

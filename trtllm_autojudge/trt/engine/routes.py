@@ -49,7 +49,7 @@ def route_setups(route: str) -> str:
 
 def check_route_judge(route: str, head: JudgeHead, depth: int | None = None, dynamic_tree: bool = False) -> None:
     """Refuse a judge ``route`` cannot run, and with ``depth`` (the chain's draft tokens, a tree's depth) a
-    lookahead judge that would decide no node; on the EAGLE route with ``dynamic_tree``, a lookahead judge.
+    judge that would decide no node (a lookahead judge, or a minimum run, too deep for it); on the EAGLE route with ``dynamic_tree``, a lookahead judge.
     Raises ValueError naming the route and the setups it runs."""
     name, no_draft_hidden, instead = ROUTE_JUDGES[route]
     reason = unsupported_reason(head, "plugin")
@@ -62,6 +62,11 @@ def check_route_judge(route: str, head: JudgeHead, depth: int | None = None, dyn
         raise ValueError(f"judge setup {head.setup} looks ahead (its lookahead blocks read a node's greedy child), which "
                          f"{name} knows only for a static tree (eagle_choices fix it at build time), not for an EAGLE-2 "
                          f"dynamic tree: build with --eagle_choices, or use a judge without lookahead blocks (DT)")
+    if depth is not None and depth < head.min_run:
+        raise ValueError(f"--depth {depth} gives no draft node a verdict: the judge's minimum run is {head.min_run} "
+                         f"(a mismatch is judged only where it and the exact matches below it make {head.min_run} "
+                         f"tokens), and a chain of {depth} draft tokens has no such node; build with --depth "
+                         f"{head.min_run} or more (the judge file's certificate names the K it holds at)")
     if depth is not None and head.lookahead and depth <= head.lookahead:
         raise ValueError(f"--depth {depth} gives no draft node a verdict: judge setup {head.setup} needs "
                          f"{head.lookahead} draft tokens after a node, so the last {head.lookahead} nodes of a chain "
