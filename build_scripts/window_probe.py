@@ -70,9 +70,11 @@ def harm_score(name: str, values: np.ndarray) -> np.ndarray:
 
 
 def line_end(tokenizer, tokens: list[int], index: int) -> int:
-    """One past the index of the last token of the line after the one holding ``tokens[index]``."""
+    """The index of the token holding the newline that ends the line after the one holding
+    ``tokens[index]`` (the response's length when it has none): the window's rows then predict the
+    tokens after the swap up to that newline. A swapped token that holds a newline ends its own line."""
     newlines = 0
-    for k in range(index + 1, len(tokens)):
+    for k in range(index, len(tokens)):
         newlines += tokenizer.decode([tokens[k]]).count("\n")
         if newlines >= 2:
             return k

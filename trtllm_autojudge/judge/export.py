@@ -3,10 +3,12 @@
 Formats (file names inside ``out_dir``):
 - ``plugin``: ``judge_plugin_fields.npz``, the fields of the ``AutoJudgeAccept`` TensorRT plugin
   (DESIGN.md section 5) from :func:`plugin_fields`. Any setup of the blocks that exist while
-  decoding (DT, DD, DT1, DT2, DD1, LS: ``spec/judge_blocks.py``), without a token veto or a
-  per-response limit (``max_judged``: the engines do not count judged acceptances per response).
+  decoding (DT, DD, DT1, DT2, DD1, LS: ``spec/judge_blocks.py``), without a token veto, a
+  target-confidence gate (``min_target_prob``) or a per-response limit (``max_judged``: the engines
+  do not count judged acceptances per response).
 - ``onnx``: ``judge_head.onnx`` (:mod:`.onnx_graph`), checked against NumPy with onnxruntime
-  before it is written. Any setup.
+  before it is written. Any setup. It is the head's logit alone: the rules of the walk (a veto, a
+  minimum run, a gate) are the caller's to apply.
 - ``vllm``: ``judge_vllm_config.json``, the keyword arguments of the research code's vLLM
   ``JudgeConfig(weights, mean, scale, bias, threshold)`` (see :func:`vllm_judge_config`).
   Setup DT only, as in the research code.
