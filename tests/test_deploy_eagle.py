@@ -87,6 +87,25 @@ def test_judged_engine_equals_the_runtime_with_per_request_thresholds(models, tr
     assert judged > 0  # the judge let mismatches through, so logits were rewritten
 
 
+@pytest.mark.parametrize("tree", [STATIC, DynamicTree(4, 3, 10)], ids=str)
+def test_judged_engine_applies_the_judges_minimum_run(models, tree):
+    """The engine passes the judge's minimum run to the tree rewrite, as the plugin's min_run field
+    does: it equals the runtime with JudgeRule, whose judgeable nodes open at least that many tokens."""
+    target, drafter = models
+    head = judge(target, "DT", bias=0.5)
+    head = JudgeHead(head.coef, head.mean, head.scale, head.intercept, head.setup, head.draft_hidden,
+                     head.target_hidden, head.threshold, meta={"min_run": 2})
+    batch, thresholds = prompts(4, seed=5), [0.5, 0.6, 0.7, 0.8]
+    out = eagle_generate(engine_for(target, drafter, tree, head), batch, thresholds=thresholds, max_new_tokens=MAX_NEW,
+                         stop_ids=[EOS])
+    judged = 0
+    for prompt, t, res in zip(batch, thresholds, out):
+        ref = speculative_generate(target, drafter, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
+        assert res.tokens == ref.tokens and runtime_cycles(res) == runtime_cycles(ref), f"threshold {t}"
+        judged += len(ref.judged_tokens)
+    assert judged > 0
+
+
 def test_refusals(models):
     target, drafter = models
     with pytest.raises(ValueError, match="4 levels deep, deeper than num_eagle_layers 3.*7 nodes, more than max_draft_len 5"):

@@ -1,6 +1,7 @@
 """Engine path on CPU: cycle packing, chain trees, and the engine loop with the reference engines
 against the reference speculative loop (same tokens, same per-cycle metrics), for every judge setup
 the context route runs (DT, DD-DT and the lookahead ones)."""
+import dataclasses
 import numpy as np
 import pytest
 
@@ -196,6 +197,25 @@ def test_engine_loop_equals_reference_loop(pair64, setup, tree):
             assert res.tokens == greedy_generate(target, prompt, MAX_NEW)
             assert all(c.judged == 0 for c in res.cycles)
     assert judged > 0  # the thresholds above let the judge accept some mismatches
+
+
+@pytest.mark.parametrize("tree", [DraftTree.chain(5), chain_tree(4, 2)], ids=["chain5", "tree4x2"])
+def test_engine_loop_applies_the_judges_minimum_run(pair64, tree):
+    """The reference engine applies a judge's minimum run as the plugin's min_run does: the loop
+    equals the Python runtime with JudgeRule, whose judgeable nodes open at least that many tokens."""
+    target, draft = pair64
+    head = random_head("DT", target, draft)
+    head = dataclasses.replace(head, meta={**head.meta, "min_run": 3})
+    batch, thresholds = prompts(3), [0.3, 0.6, 0.9]
+    results = engine_generate(ReferenceDrafter(draft), ReferenceTargetEngine(target, head), batch, tree=tree,
+                              thresholds=thresholds, max_new_tokens=MAX_NEW, stop_ids=[EOS])
+    judged = 0
+    for prompt, t, res in zip(batch, thresholds, results):
+        ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
+        assert res.tokens == ref.tokens and res.stop_reason == ref.stop_reason
+        assert [(c.accepted, c.judged) for c in res.cycles] == [(c.accepted, c.judged) for c in ref.cycles]
+        judged += sum(c.judged for c in res.cycles)
+    assert judged > 0
 
 
 @pytest.mark.parametrize("setup", ["DT-DT1-DT2-LS", "DD-DT-DT1-DT2-DD1-LS"])

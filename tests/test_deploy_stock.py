@@ -1,6 +1,7 @@
 """The stock route on CPU: the target model class's insertion arguments, input names and fields
 (checked without TensorRT), the build commands, and the executor draft-target loop driven by the
 reference engines against the reference speculative loop (same tokens, same accepted counts)."""
+import dataclasses
 import json
 import runpy
 import shlex
@@ -231,13 +232,15 @@ def test_build_engines_route_stock_refuses_what_it_cannot_serve(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # The executor draft-target loop with the reference engines == the reference speculative loop.
 
-@pytest.mark.parametrize("setup, depth", [("DT", 4), ("DT-DT1-DT2-LS", 5)])
-def test_stock_loop_equals_the_reference_judge_loop(pair64, setup, depth):
-    """A target-only judge, DT or looking ahead: per request the packed step's draft rows are a chain,
-    the lookahead blocks read the next draft rows, and the rewrite + exact-match acceptance equals the
-    Python runtime with JudgeRule on that chain."""
+@pytest.mark.parametrize("setup, depth, min_run", [("DT", 4, 1), ("DT-DT1-DT2-LS", 5, 1), ("DT", 5, 3)])
+def test_stock_loop_equals_the_reference_judge_loop(pair64, setup, depth, min_run):
+    """A target-only judge, DT or looking ahead, with or without a minimum run: per request the packed
+    step's draft rows are a chain, the lookahead blocks read the next draft rows, and the rewrite +
+    exact-match acceptance equals the Python runtime with JudgeRule on that chain."""
     target, draft = pair64
     head = random_head(setup, target, draft)
+    if min_run > 1:
+        head = dataclasses.replace(head, meta={**head.meta, "min_run": min_run})
     batch = prompts(4)
     accepted = 0
     for threshold in (0.0, 0.3, 0.6):

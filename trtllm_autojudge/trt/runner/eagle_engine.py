@@ -108,7 +108,7 @@ class ReferenceEagleEngine:
                 lm_logits, lm_input, torch.from_numpy(draft_tokens), torch.from_numpy(draft_lens),
                 torch.from_numpy(paths), torch.from_numpy(x[EagleInput.POSTERIOR_THRESHOLD.value]),
                 torch.from_numpy(w.astype(np.float32)), c, self.judge.setup,
-                self.greedy_child(len(draft_lens)) if self.judge.lookahead else None)
+                self.greedy_child(len(draft_lens)) if self.judge.lookahead else None, self.judge.min_run)
         ids = tree_step.target_ids(lm_logits.argmax(-1).numpy(), draft_lens, self.max_draft_len + 1)
         accepted = tree_step.stock_accept(ids, draft_tokens, paths)
         return EagleStepOutputs({EagleOutput.ACCEPTED_TOKENS.value: accepted.accepted_tokens,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...decoding.rules import judge_relaxed
+from ...decoding.rules import exact_runs, judge_relaxed
 from ...decoding.tree import DraftTree
 from ...judge.head import JudgeHead
 from ...judge.lookahead import node_lookahead
@@ -110,6 +110,8 @@ class ReferenceTargetEngine:
             for b in range(B)])
         target_argmax = node_logits.argmax(-1).cpu().numpy()  # [B, N+1]
         relaxed = judge_relaxed(judge_logit, cycle.threshold.astype(np.float64))
+        if self.head.min_run > 1:  # the plugin's min_run: a mismatch opening fewer tokens is never judged
+            relaxed &= exact_runs(cycle.draft_tokens, target_argmax, cycle.paths, cycle.draft_lens) >= self.head.min_run
         return accept_tree(cycle.draft_tokens, target_argmax, cycle.paths, relaxed, cycle.draft_lens)
 
 
@@ -190,6 +192,13 @@ class ReferenceStockTarget:
                               row_hidden[root:root + len(draft) + 1], None)
             for root, draft in zip(roots, drafts)])
         row_logits = row_logits.float().cpu().numpy()
+        if self.head.min_run > 1:  # the plugin's min_run: a draft row whose exact run is shorter is never judged
+            argmax = row_logits.argmax(-1)  # [L]
+            for root, draft in zip(roots, drafts):
+                n = len(draft)
+                runs = exact_runs(np.asarray([draft], np.int64), argmax[None, root:root + n + 1],
+                                  DraftTree.chain(n).paths[None])[0]  # [n+1]
+                judge_logit[root + 1:root + n + 1][runs[1:] < self.head.min_run] = np.inf
         request_types = np.full(len(prefixes), packed_step.CONTEXT_REQUEST, np.int32)
         rewritten = packed_step.rewrite_logits(row_logits, row_logits.argmax(-1), judge_logit, input_ids, rows,
                                                request_types, lengths, self.threshold)
