@@ -69,33 +69,17 @@ def test_stock_engine_is_greedy_and_equals_the_runtime(models, tree):
 @pytest.mark.parametrize("tree", TREES, ids=str)
 @pytest.mark.parametrize("setup", ["DT", "DT-DT1-DT2-LS"])
 def test_judged_engine_equals_the_runtime_with_per_request_thresholds(models, tree, setup):
-    target, drafter = models
+    target, _ = models
     if isinstance(tree, DynamicTree) and setup != "DT":
         pytest.skip("a lookahead judge runs on static trees only on this route (refusal tested below)")
-    head = judge(target, setup)
-    batch, thresholds = prompts(4, seed=5), [0.5, 0.0, 0.3, 0.7]
-    out = eagle_generate(engine_for(target, drafter, tree, head), batch, thresholds=thresholds, max_new_tokens=MAX_NEW,
-                         stop_ids=[EOS])
-    judged = 0
-    for prompt, t, res in zip(batch, thresholds, out):
-        ref = speculative_generate(target, drafter, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
-        assert res.tokens == ref.tokens, f"threshold {t}"
-        assert runtime_cycles(res) == runtime_cycles(ref), f"threshold {t}"
-        judged += len(ref.judged_tokens)
-        if t == 0.0:
-            assert res.tokens == greedy_generate(target, prompt, MAX_NEW)
-    assert judged > 0  # the judge let mismatches through, so logits were rewritten
+    assert engine_equals_rule(models, tree, judge(target, setup), [0.5, 0.0, 0.3, 0.7]) > 0  # logits were rewritten
 
 
-@pytest.mark.parametrize("tree", [STATIC, DynamicTree(4, 3, 10)], ids=str)
-def test_judged_engine_applies_the_judges_minimum_run(models, tree):
-    """The engine passes the judge's minimum run to the tree rewrite, as the plugin's min_run field
-    does: it equals the runtime with JudgeRule, whose judgeable nodes open at least that many tokens."""
+def engine_equals_rule(models, tree, head, thresholds) -> int:
+    """Assert the engine decodes each request as the runtime with JudgeRule at its threshold (greedy
+    decoding at 0); return the judged acceptances."""
     target, drafter = models
-    head = judge(target, "DT", bias=0.5)
-    head = JudgeHead(head.coef, head.mean, head.scale, head.intercept, head.setup, head.draft_hidden,
-                     head.target_hidden, head.threshold, meta={"min_run": 2})
-    batch, thresholds = prompts(4, seed=5), [0.5, 0.6, 0.7, 0.8]
+    batch = prompts(len(thresholds), seed=5)
     out = eagle_generate(engine_for(target, drafter, tree, head), batch, thresholds=thresholds, max_new_tokens=MAX_NEW,
                          stop_ids=[EOS])
     judged = 0
@@ -103,7 +87,19 @@ def test_judged_engine_applies_the_judges_minimum_run(models, tree):
         ref = speculative_generate(target, drafter, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
         assert res.tokens == ref.tokens and runtime_cycles(res) == runtime_cycles(ref), f"threshold {t}"
         judged += len(ref.judged_tokens)
-    assert judged > 0
+        if t == 0.0:
+            assert res.tokens == greedy_generate(target, prompt, MAX_NEW)
+    return judged
+
+
+@pytest.mark.parametrize("tree", [STATIC, DynamicTree(4, 3, 10)], ids=str)
+def test_judged_engine_applies_the_judges_minimum_run(models, tree):
+    """The engine passes the judge's minimum run to the tree rewrite, as the plugin's min_run field
+    does: it equals the runtime with JudgeRule, whose judgeable nodes open at least that many tokens."""
+    head = judge(models[0], "DT", bias=0.5)
+    head = JudgeHead(head.coef, head.mean, head.scale, head.intercept, head.setup, head.draft_hidden,
+                     head.target_hidden, head.threshold, meta={"min_run": 2})
+    assert engine_equals_rule(models, tree, head, [0.5, 0.6, 0.7, 0.8]) > 0
 
 
 def test_refusals(models):

@@ -183,20 +183,26 @@ def test_engine_loop_equals_reference_loop(pair64, setup, tree):
     head = random_head(setup, target, draft)
     engine = ReferenceTargetEngine(target, head)
     assert engine.needs_greedy_child == (head.lookahead > 0) and engine.needs_draft_hidden == head.needs_draft_hidden
-    batch = prompts(3)
-    thresholds = [0.0, 0.3, 0.6]  # per request; 0 = lossless
+    assert loop_equals_rule(target, draft, engine, tree, [0.0, 0.3, 0.6]) > 0  # per request; 0 = lossless
+
+
+def loop_equals_rule(target, draft, engine, tree, thresholds) -> int:
+    """Assert the engine loop decodes each request as the Python runtime with JudgeRule at its
+    threshold (greedy decoding at 0); return the judged acceptances."""
+    batch = prompts(len(thresholds))
     results = engine_generate(ReferenceDrafter(draft), engine, batch, tree=tree, thresholds=thresholds,
                               max_new_tokens=MAX_NEW, stop_ids=[EOS])
     judged = 0
     for prompt, t, res in zip(batch, thresholds, results):
-        ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
+        ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(engine.head, t),
+                                   max_new_tokens=MAX_NEW)
         assert res.tokens == ref.tokens and res.stop_reason == ref.stop_reason
         assert [(c.accepted, c.judged) for c in res.cycles] == [(c.accepted, c.judged) for c in ref.cycles]
         judged += sum(c.judged for c in res.cycles)
         if t == 0.0:
             assert res.tokens == greedy_generate(target, prompt, MAX_NEW)
             assert all(c.judged == 0 for c in res.cycles)
-    assert judged > 0  # the thresholds above let the judge accept some mismatches
+    return judged
 
 
 @pytest.mark.parametrize("tree", [DraftTree.chain(5), chain_tree(4, 2)], ids=["chain5", "tree4x2"])
@@ -206,16 +212,7 @@ def test_engine_loop_applies_the_judges_minimum_run(pair64, tree):
     target, draft = pair64
     head = random_head("DT", target, draft)
     head = dataclasses.replace(head, meta={**head.meta, "min_run": 3})
-    batch, thresholds = prompts(3), [0.3, 0.6, 0.9]
-    results = engine_generate(ReferenceDrafter(draft), ReferenceTargetEngine(target, head), batch, tree=tree,
-                              thresholds=thresholds, max_new_tokens=MAX_NEW, stop_ids=[EOS])
-    judged = 0
-    for prompt, t, res in zip(batch, thresholds, results):
-        ref = speculative_generate(target, draft, prompt, tree=tree, rule=JudgeRule(head, t), max_new_tokens=MAX_NEW)
-        assert res.tokens == ref.tokens and res.stop_reason == ref.stop_reason
-        assert [(c.accepted, c.judged) for c in res.cycles] == [(c.accepted, c.judged) for c in ref.cycles]
-        judged += sum(c.judged for c in res.cycles)
-    assert judged > 0
+    assert loop_equals_rule(target, draft, ReferenceTargetEngine(target, head), tree, [0.3, 0.6, 0.9]) > 0
 
 
 @pytest.mark.parametrize("setup", ["DT-DT1-DT2-LS", "DD-DT-DT1-DT2-DD1-LS"])
