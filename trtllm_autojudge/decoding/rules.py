@@ -163,3 +163,19 @@ def exact_runs(
                 run = run + 1 if child_exact else 1
                 runs[b, nodes[j]] = max(runs[b, nodes[j]], run)
     return runs
+
+
+def within_min_run(
+    relaxed: np.ndarray,  # [B, N+1] bool: the judge's verdicts
+    draft_tokens: np.ndarray,  # [B, N] int
+    target_argmax: np.ndarray,  # [B, N+1] int
+    paths: np.ndarray,  # [B, P, D+1] int
+    draft_lens: np.ndarray | None,  # [B] int (default N)
+    min_run: int,
+) -> np.ndarray:  # [B, N+1] bool
+    """``relaxed`` kept only at nodes whose exact run (:func:`exact_runs`) reaches ``min_run``: the
+    judge's minimum run on verdicts computed for every node (the engines' references; JudgeRule
+    filters the nodes before it asks the judge)."""
+    if min_run <= 1:
+        return relaxed
+    return relaxed & (exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= min_run)

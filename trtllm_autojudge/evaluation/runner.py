@@ -297,12 +297,11 @@ def summarize(runs: list[dict], points: list[OperatingPoint], checker: TaskCheck
             continue
         cycles = sum(r["cycles"] for r in rs)
         accepted = sum(r["accepted_per_cycle"] * r["cycles"] for r in rs)
-        kept = sum(checker.same(r["answer"], reference[r["qid"]]["answer"]) for r in rs if r["qid"] in reference)
-        drift = sum(changed_without_acceptance(r, reference[r["qid"]], checker) for r in rs
-                    if r["qid"] in reference and p.method != "lossless")
+        paired = [(r, reference[r["qid"]]) for r in rs if r["qid"] in reference]  # unpaired runs: not kept
+        kept = sum(checker.same(r["answer"], ref["answer"]) for r, ref in paired)
+        drift = 0 if p.method == "lossless" else sum(changed_without_acceptance(r, ref, checker) for r, ref in paired)
         gold = sum(bool(r["gold_correct"]) for r in rs)
-        losses = sum(bool(reference[r["qid"]]["gold_correct"]) and not r["gold_correct"]
-                     for r in rs if r["qid"] in reference)
+        losses = sum(bool(ref["gold_correct"]) and not r["gold_correct"] for r, ref in paired)
         rows.append({
             "spec": p.spec,
             "method": p.method,

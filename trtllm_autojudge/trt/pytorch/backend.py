@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...decoding.rules import judge_relaxed, exact_runs
+from ...decoding.rules import judge_relaxed, within_min_run
 from ...judge.head import JudgeHead
 from ...judge.lookahead import node_lookahead
 from ...spec.acceptance import PAD, Acceptance, accept_tree
@@ -179,9 +179,8 @@ def accept_requests(
     judge_logit = scorer.judge_logits(node_logits.view(B, N + 1, -1), node_hidden.view(B, N + 1, -1),
                                       np.asarray(draft_tokens), greedy_child)  # [B, N+1]
     target_argmax = node_logits.argmax(-1).cpu().numpy().reshape(B, N + 1)
-    relaxed = judge_relaxed(judge_logit, np.asarray(thresholds, np.float64))
-    if scorer.head.min_run > 1:  # JudgeRule.judgeable: a mismatch opening fewer tokens is never judged
-        relaxed &= exact_runs(draft_tokens, target_argmax, paths, draft_lens) >= scorer.head.min_run
+    relaxed = within_min_run(judge_relaxed(judge_logit, np.asarray(thresholds, np.float64)), draft_tokens,
+                             target_argmax, paths, draft_lens, scorer.head.min_run)  # as JudgeRule.judgeable
     return accept_tree(np.asarray(draft_tokens), target_argmax, np.asarray(paths), relaxed, np.asarray(draft_lens))
 
 

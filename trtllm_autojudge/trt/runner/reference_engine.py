@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...decoding.rules import exact_runs, judge_relaxed
+from ...decoding.rules import exact_runs, judge_relaxed, within_min_run
 from ...decoding.tree import DraftTree
 from ...judge.head import JudgeHead
 from ...judge.lookahead import node_lookahead
@@ -109,9 +109,8 @@ class ReferenceTargetEngine:
                               node_logits[b], node_hidden[b], draft_hidden[b])
             for b in range(B)])
         target_argmax = node_logits.argmax(-1).cpu().numpy()  # [B, N+1]
-        relaxed = judge_relaxed(judge_logit, cycle.threshold.astype(np.float64))
-        if self.head.min_run > 1:  # the plugin's min_run: a mismatch opening fewer tokens is never judged
-            relaxed &= exact_runs(cycle.draft_tokens, target_argmax, cycle.paths, cycle.draft_lens) >= self.head.min_run
+        relaxed = within_min_run(judge_relaxed(judge_logit, cycle.threshold.astype(np.float64)), cycle.draft_tokens,
+                                 target_argmax, cycle.paths, cycle.draft_lens, self.head.min_run)  # the plugin's min_run
         return accept_tree(cycle.draft_tokens, target_argmax, cycle.paths, relaxed, cycle.draft_lens)
 
 
