@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--target_model_dir", required=True, help="Hugging Face target checkpoint (Llama family)")
     ap.add_argument("--judge", help="judge file (trtllm-autojudge train); the context route runs every setup of "
                     "the blocks DT, DD, DT1, DT2, DD1, LS, the stock route the target-only ones (e.g. DT-DT1-DT2-LS). "
-                    "Default: the task's shipped judge (context) or shipped stock-route judge (stock, eagle)")
+                    "Default: the task's shipped judge (context, stock) or the task's EAGLE-head judge (eagle)")
     ap.add_argument("--plugin_lib", required=True, help="libautojudge_trt_plugin.so (trtllm-autojudge build-plugin)")
     ap.add_argument("--output_dir", required=True, help="writes ckpt/{draft,target} and engines/{draft,target}")
     ap.add_argument("--tp_size", type=int, default=1, help="tensor-parallel ranks of the target engine")

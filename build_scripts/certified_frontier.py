@@ -7,8 +7,8 @@ calibration.json kept under docs/results/.
         --series "at most 4 judged per response=out/cal_shipped_m4" --budget 0.01 \\
         --out docs/img/certified_frontier_program.png --json docs/results/certified_frontier_program.json
 
-Each row's x is its one-sided 95% upper bound on the share of answers changed, y its tokens per
-target forward against lossless. Rows that stopped early (calibrate's early stop) are left out of
+Each row's x is its one-sided 95% upper bound on the share of answers changed (``--x share``: the
+share itself), y its tokens per target forward against lossless. Rows that stopped early (calibrate's early stop) are left out of
 the plot, kept in the JSON.
 """
 from __future__ import annotations
@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="a curve: its name and the eval/calibrate output folder holding its rows, or a calibrate "
                         "result file (repeatable)")
     p.add_argument("--budget", type=float, default=None, help="draw the answer budget (e.g. 0.01)")
+    p.add_argument("--x", choices=("bound", "share"), default="bound",
+                   help="x axis: each row's 95%% upper bound on the share of answers changed (default), or the "
+                        "share itself (sweeps too small to certify anything)")
+    p.add_argument("--goal", type=float, default=None, help="draw a gain aimed for (e.g. 1.1)")
     p.add_argument("--title", default="")
     p.add_argument("--out", type=Path, required=True, help="the PNG")
     p.add_argument("--json", type=Path, default=None, help="also write the rows per curve here")
@@ -57,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--series {item!r}: give NAME=PATH")
         series[name] = judge_rows(Path(folder))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    plot_certified_frontier(series, args.out, args.budget, args.title)
+    plot_certified_frontier(series, args.out, args.budget, args.title, x=args.x, goal=args.goal)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({name: [{k: r.get(k) for k in KEPT} for r in rows]

@@ -15,9 +15,10 @@ of the line after the swap's line (the code line a comment's swap feeds). An acc
 when it is the only one of a response whose answer changed against lossless, and harmless when its
 response kept its answer; acceptances of changed responses with several are left out, as no one of
 them is known to be the cause. Printed and written: each statistic's ROC-AUC as a score of harm
-(low margins and log-probs, high entropies), and the share of harmless acceptances a gate at each
-harmful acceptance's value would also stop. A response-level view follows: each response's most
-alarming acceptance against whether its answer changed, over every response with an acceptance.
+(low margins and target-token log-probs; high entropies and draft-token log-probs), and the share
+of harmless acceptances a gate at each harmful acceptance's value would also stop. A response-level
+view follows: each response's most alarming acceptance against whether its answer changed, over
+every response with an acceptance.
 
 A probe: no runtime reads these statistics. The judge at the swap cannot see them, so a gain here
 would be a second gate after the judge, in the rule and the engine.
@@ -39,7 +40,9 @@ from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
 
-HARM_IF_LOW = ("margin", "lp")  # statistics whose LOW values would flag harm; entropies flag it HIGH
+# statistics whose LOW values flag harm: a hesitating target (small margins, little probability on
+# its own token); entropies and the probability it gives the draft's token flag harm when HIGH
+HARM_IF_LOW = ("margin", "lp_target_token")
 
 
 def window_stats(

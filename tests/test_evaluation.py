@@ -14,7 +14,7 @@ from trtllm_autojudge.evaluation.cli import parse_points
 from trtllm_autojudge.evaluation import common
 from trtllm_autojudge.evaluation.common import AUTO_HARM_CAPS, judge_thresholds
 from trtllm_autojudge.evaluation.methods import OperatingPoint
-from trtllm_autojudge.evaluation.plot import plot_frontier
+from trtllm_autojudge.evaluation.plot import frontier_x, plot_frontier
 from trtllm_autojudge.evaluation.runner import SUMMARY_COLUMNS, Question, format_table, run_points, summarize, write_summary
 from trtllm_autojudge.judge.frontier import choose_threshold, sweep_thresholds
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
@@ -351,6 +351,13 @@ def test_certified_frontier_script_plots_each_series(evaluated, tmp_path):
     assert [r["spec"] for r in data["eval"]] == ["judge@0.3", "judge@0.6"] and len(data["cal"]) == 2
     assert data["kept"] == data["cal"]
     assert (tmp_path / "f.png").stat().st_size > 0
+    assert main(["--series", f"eval={out}", "--x", "share", "--goal", "1.1", "--out", str(tmp_path / "s.png")]) == 0
+    assert (tmp_path / "s.png").stat().st_size > 0
+    judge_rows = [r for r in rows if r["method"] == "judge"]
+    assert frontier_x(judge_rows, "share") == [r["answers_changed"] / r["questions"] for r in judge_rows]
+    assert frontier_x(judge_rows, "bound") == [r["answer_change_bound"] for r in judge_rows]
+    with pytest.raises(ValueError, match="x must be one of"):
+        frontier_x(judge_rows, "gain")
     with pytest.raises(SystemExit, match="neither calibration.json"):
         main(["--series", f"x={tmp_path}", "--out", str(tmp_path / "g.png")])
     with pytest.raises(SystemExit, match="no 'candidates': give a calibrate result"):

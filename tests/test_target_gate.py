@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 import torch
 
+from eagle_heads import first_layer_head
 from test_min_run import accept_all_judge
 from test_speculative import MAX_NEW, prompts
 from tiny_models import tiny_pair
+from trtllm_autojudge.decoding.dynamic_tree import DynamicTree
+from trtllm_autojudge.decoding.eagle_drafter import EagleDrafter
 from trtllm_autojudge.decoding.modes import JudgeRule, target_token_prob
+from trtllm_autojudge.decoding.rules import exact_runs
 from trtllm_autojudge.decoding.speculative import speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.common import apply_rule_options
@@ -29,39 +33,50 @@ def test_the_target_token_probability_is_the_softmax_maximum():
 
 
 class Recording(JudgeRule):
-    """Keeps, per cycle, the relaxed mask, the mismatching nodes and the target's probability of its
-    own token at each node's parent."""
+    """Keeps, per cycle, the relaxed mask, the mismatching nodes, the target's probability of its
+    own token at each node's parent, and the run each node opens through exact matches."""
 
     def __init__(self, head):
         super().__init__(head)
-        self.cycles = []  # (relaxed [N+1], mismatches [M], p_target [M])
+        self.cycles = []  # (relaxed [N+1], mismatches [M], p_target [M], runs [M])
 
     def __call__(self, ctx):
         relaxed = super().__call__(ctx)
         nodes = ctx.mismatches()
         p = torch.softmax(ctx.target_logits.double(), -1).max(-1).values.numpy()[ctx.parents[0, nodes]]
-        self.cycles.append((relaxed[0].copy(), nodes, p))
+        runs = exact_runs(ctx.draft_tokens, ctx.target_argmax[None], ctx.tree.paths[None])[0, nodes]
+        self.cycles.append((relaxed[0].copy(), nodes, p, runs))
         return relaxed
 
 
-@pytest.mark.parametrize("tree", [DraftTree.chain(6), DraftTree.static([2, 2, 1, 1])], ids=["chain", "tree"])
-def test_a_gated_judge_judges_only_where_the_target_was_sure(tree):
-    """An accept-everything judge relaxes every mismatch; gated at the median target probability
-    of its mismatches it relaxes exactly those at or above the gate."""
+TREES = [DraftTree.chain(6), DraftTree.static([2, 2, 1, 1]), DynamicTree(4, 3, 10)]
+
+
+@pytest.mark.parametrize("min_run", [1, 2])
+@pytest.mark.parametrize("tree", TREES, ids=["chain", "tree", "eagle-dynamic"])
+def test_a_gated_judge_judges_only_where_the_target_was_sure(tree, min_run):
+    """An accept-everything judge relaxes every mismatch opening its minimum run; gated at the
+    median target probability of its mismatches it relaxes exactly those at or above the gate that
+    open the minimum run: the gate and the minimum run compose, on chains, static trees and the
+    EAGLE drafter's dynamic trees."""
     target, draft = tiny_pair(seed=0)
-    free = Recording(accept_all_judge(target, draft))
-    for prompt in prompts(4):
-        speculative_generate(target, draft, prompt, tree=tree, rule=free, max_new_tokens=MAX_NEW)
-    seen = np.concatenate([p for _, _, p in free.cycles])
-    assert len(seen) > 10 and all(relaxed[nodes].all() for relaxed, nodes, _ in free.cycles)
-    gate = float(np.median(seen))
-    held = Recording(accept_all_judge(target, draft, min_target_prob=gate))
-    for prompt in prompts(4):
-        speculative_generate(target, draft, prompt, tree=tree, rule=held, max_new_tokens=MAX_NEW)
+    drafter = EagleDrafter(target, first_layer_head(target)) if isinstance(tree, DynamicTree) else draft
+    run = lambda rule: [speculative_generate(target, drafter, prompt, tree=tree, rule=rule, max_new_tokens=MAX_NEW)  # noqa: E731
+                        for prompt in prompts(4)]
+    meta = {} if min_run == 1 else {"min_run": min_run}
+    free = Recording(accept_all_judge(target, draft, **meta))
+    run(free)
+    seen = np.concatenate([p[runs >= min_run] for _, _, p, runs in free.cycles])  # of the judgeable mismatches
+    assert len(seen) > 10 and all(np.array_equal(relaxed[nodes], runs >= min_run) for relaxed, nodes, _, runs in free.cycles)
+    values = np.unique(seen)
+    gate = float(values[len(values) // 2 - 1] + values[len(values) // 2]) / 2  # a median that no mismatch ties
+    held = Recording(accept_all_judge(target, draft, min_target_prob=gate, **meta))
+    run(held)
     kept = stopped = 0
-    for relaxed, nodes, p in held.cycles:
-        assert np.array_equal(relaxed[nodes], p >= gate)  # the gate, and only the gate, holds the judge back
-        kept, stopped = kept + int((p >= gate).sum()), stopped + int((p < gate).sum())
+    for relaxed, nodes, p, runs in held.cycles:
+        assert np.array_equal(relaxed[nodes], (p >= gate) & (runs >= min_run))  # the gate and the run, nothing else
+        long = runs >= min_run
+        kept, stopped = kept + int((p[long] >= gate).sum()), stopped + int((p[long] < gate).sum())
     assert kept > 0 and stopped > 0
 
 

@@ -26,9 +26,11 @@ def test_window_statistics_equal_a_direct_computation_and_clip_at_the_end():
             assert stats[f"margin_min_{name}"][j] == pytest.approx((top[:, 0] - top[:, 1]).min().item(), abs=1e-5)
             assert stats[f"entropy_mean_{name}"][j] == pytest.approx(np.mean(entropy), abs=1e-5)
             assert stats[f"entropy_max_{name}"][j] == pytest.approx(max(entropy), abs=1e-5)
-    # low margins and log-probs are alarming, high entropies are
+    # low margins and target-token log-probs are alarming; high entropies and draft-token log-probs are
     assert list(SCRIPT["harm_score"]("margin_min_4", np.array([1.0, 2.0]))) == [-1.0, -2.0]
+    assert list(SCRIPT["harm_score"]("lp_target_token", np.array([-1.0, -2.0]))) == [1.0, 2.0]
     assert list(SCRIPT["harm_score"]("entropy_max_4", np.array([1.0, 2.0]))) == [1.0, 2.0]
+    assert list(SCRIPT["harm_score"]("lp_draft_token", np.array([-1.0, -2.0]))) == [-1.0, -2.0]
 
 
 def test_the_line_after_the_swap_ends_at_its_newline():

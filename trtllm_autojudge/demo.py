@@ -27,7 +27,7 @@ from .tasks import add_task_args, task_from_args
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="trtllm-autojudge demo", description=__doc__)
     p.add_argument("--questions", type=int, default=8,
-                   help="held-out questions (default 8: about 3 minutes on 2 cores; each adds about 25 s)")
+                   help="held-out questions (default 8: about 2 minutes on 2 cores with native bf16; docs/usage.md)")
     p.add_argument("--k", type=int, default=16,
                    help="draft tokens per cycle (default 16: the program draft agrees so often that K = 8 caps it; "
                         "the worded task's draft does best at 4)")

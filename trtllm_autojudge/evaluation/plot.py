@@ -52,13 +52,29 @@ def plot_frontier(rows: list[dict], path: str | Path, title: str = "", min_agree
     return Path(path)
 
 
+FRONTIER_X = {  # the x of a frontier row: its key, or how to compute it, and the axis label
+    "bound": ("95% upper bound on the share of answers changed (Clopper-Pearson)",
+              lambda r: r["answer_change_bound"]),
+    "share": ("share of answers changed against lossless (observed)", lambda r: r["answers_changed"] / r["questions"]),
+}
+
+
+def frontier_x(rows: list[dict], x: str) -> list[float]:
+    """The x of each summary row: ``bound`` (its certificate) or ``share`` (the share it changed)."""
+    if x not in FRONTIER_X:
+        raise ValueError(f"x must be one of {sorted(FRONTIER_X)}, got {x!r}")
+    return [FRONTIER_X[x][1](r) for r in rows]
+
+
 def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, budget: float | None = None,
-                            title: str = "") -> Path:
+                            title: str = "", x: str = "bound", goal: float | None = None) -> Path:
     """Gain against certificate: for each named judge (a lever tried), one curve of its summary rows
-    over thresholds, x = the one-sided 95% upper bound on the share of answers changed, y = tokens
-    per target forward against lossless (with its interval as an error bar); ``budget``: a dashed
-    line at the largest bound a user accepts. Rows that did not run every question (calibrate's early
-    stop past the budget) are hollow markers, unjoined: their bound is over the questions they ran."""
+    over thresholds, x = the one-sided 95% upper bound on the share of answers changed (``x="bound"``)
+    or the share itself (``x="share"``), y = tokens per target forward against lossless (with its
+    interval as an error bar); ``budget``: a dashed vertical line at the largest share a user
+    accepts; ``goal``: a dotted horizontal line at a gain aimed for. Rows that did not run every
+    question (calibrate's early stop past the budget) are hollow markers, unjoined: their x is over
+    the questions they ran."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,22 +88,25 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
     colors = paired[0::2] + paired[1::2]  # no colour twice; ten hues before any light one
     for color, (name, rows) in zip(colors, series.items()):
         full = max((r["questions"] for r in rows), default=0)
-        pts = sorted((r["answer_change_bound"], r["vs_lossless"], r["vs_lossless_lo"], r["vs_lossless_hi"])
-                     for r in rows if r["questions"] == full)
+        whole = [r for r in rows if r["questions"] == full]
+        pts = sorted((at, r["vs_lossless"], r["vs_lossless_lo"], r["vs_lossless_hi"])
+                     for at, r in zip(frontier_x(whole, x), whole))
         if not pts:
             continue
         xs, ys, los, his = zip(*pts)
         err = [[y - lo for y, lo in zip(ys, los)], [hi - y for y, hi in zip(ys, his)]]
         ax.errorbar(xs, ys, yerr=err, fmt="o-", ms=4, capsize=2, color=color, label=f"{name} ({full} questions)")
-        stopped = [(r["answer_change_bound"], r["vs_lossless"]) for r in rows if r["questions"] < full]
-        if stopped:
-            ax.plot(*zip(*stopped), "o", ms=6, mfc="none", color=color)
+        cut = [r for r in rows if r["questions"] < full]
+        if cut:
+            ax.plot(frontier_x(cut, x), [r["vs_lossless"] for r in cut], "o", ms=6, mfc="none", color=color)
     if budget is not None:
         ax.axvline(budget, color="gray", ls="--", lw=1, label=f"answer budget ({budget:.0%})")
+    if goal is not None:
+        ax.axhline(goal, color="gray", ls=":", lw=1, label=f"goal ({goal:.2f}x)")
     from matplotlib.ticker import PercentFormatter
 
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.set_xlabel("95% upper bound on the share of answers changed (Clopper-Pearson)")
+    ax.set_xlabel(FRONTIER_X[x][0])
     ax.set_ylabel("tokens per target forward / lossless's")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below the axes: off the points
