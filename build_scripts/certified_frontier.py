@@ -8,8 +8,8 @@ calibration.json kept under docs/results/.
         --out docs/img/certified_frontier_program.png --json docs/results/certified_frontier_program.json
 
 Each row's x is its one-sided 95% upper bound on the share of answers changed (``--x share``: the
-share itself), y its tokens per target forward against lossless. Rows that stopped early (calibrate's early stop) are left out of
-the plot, kept in the JSON.
+share itself), y its tokens per target forward against lossless. Rows that stopped early
+(calibrate's early stop) are drawn hollow and unjoined, and kept in the JSON.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.evaluation.plot import plot_certified_frontier  # noqa: E402
 
-KEPT = ("spec", "questions", "answers_changed", "answer_change_bound", "gold_losses", "gold_drop_bound",
-        "vs_lossless", "vs_lossless_lo", "vs_lossless_hi", "tokens_per_cycle")
+KEPT = ("spec", "questions", "answers_changed", "changed_without_acceptance", "answer_change_bound", "gold_losses",
+        "gold_drop_bound", "vs_lossless", "vs_lossless_lo", "vs_lossless_hi", "tokens_per_cycle")
 
 
 def judge_rows(folder: Path) -> list[dict]:
@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--series", action="append", required=True, metavar="NAME=PATH",
                    help="a curve: its name and the eval/calibrate output folder holding its rows, or a calibrate "
                         "result file (repeatable)")
-    p.add_argument("--budget", type=float, default=None, help="draw the answer budget (e.g. 0.01)")
+    p.add_argument("--budget", type=float, default=None,
+                   help="draw the answer budget (e.g. 0.01); with --x share, the observed share a certificate "
+                        "allows (e.g. 0.005: 7 of 1,389 within a 1%% bound)")
     p.add_argument("--x", choices=("bound", "share"), default="bound",
                    help="x axis: each row's 95%% upper bound on the share of answers changed (default), or the "
                         "share itself (sweeps too small to certify anything)")

@@ -52,7 +52,7 @@ def plot_frontier(rows: list[dict], path: str | Path, title: str = "", min_agree
     return Path(path)
 
 
-FRONTIER_X = {  # the x of a frontier row: its key, or how to compute it, and the axis label
+FRONTIER_X = {  # the x of a frontier row: (the axis label, how to compute it from the row)
     "bound": ("95% upper bound on the share of answers changed (Clopper-Pearson)",
               lambda r: r["answer_change_bound"]),
     "share": ("share of answers changed against lossless (observed)", lambda r: r["answers_changed"] / r["questions"]),
@@ -71,8 +71,8 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
     """Gain against certificate: for each named judge (a lever tried), one curve of its summary rows
     over thresholds, x = the one-sided 95% upper bound on the share of answers changed (``x="bound"``)
     or the share itself (``x="share"``), y = tokens per target forward against lossless (with its
-    interval as an error bar); ``budget``: a dashed vertical line at the largest share a user
-    accepts; ``goal``: a dotted horizontal line at a gain aimed for. Rows that did not run every
+    interval as an error bar); ``budget``: a dashed vertical line at the largest bound a user
+    accepts (``x="share"``: the largest observed share its certificate allows); ``goal``: a dotted horizontal line at a gain aimed for. Rows that did not run every
     question (calibrate's early stop past the budget) are hollow markers, unjoined: their x is over
     the questions they ran."""
     import matplotlib
@@ -100,7 +100,8 @@ def plot_certified_frontier(series: dict[str, list[dict]], path: str | Path, bud
         if cut:
             ax.plot(frontier_x(cut, x), [r["vs_lossless"] for r in cut], "o", ms=6, mfc="none", color=color)
     if budget is not None:
-        ax.axvline(budget, color="gray", ls="--", lw=1, label=f"answer budget ({budget:.0%})")
+        what = "answer budget" if x == "bound" else "share a certificate allows"
+        ax.axvline(budget, color="gray", ls="--", lw=1, label=f"{what} ({budget:.1%})")
     if goal is not None:
         ax.axhline(goal, color="gray", ls=":", lw=1, label=f"goal ({goal:.2f}x)")
     from matplotlib.ticker import PercentFormatter
