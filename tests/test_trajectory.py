@@ -111,3 +111,56 @@ def test_oracle_replay_takes_the_mined_draft_token_where_a_pass_rounds_otherwise
     replay = record_replays(record, None, 4, flipped)["oracle"]
     assert (replay.flips, replay.judged, replay.cycles, replay.accepted) == (1, 1, 1, 3)
     assert record_replays(record, None, 4, FixedProposals([0, 10, 12, 13]))["oracle"].flips == 0
+
+
+def test_a_minimum_run_holds_back_harmless_mismatches_with_short_runs():
+    """Position 4 holds a harmless swap whose window has 2 exact matches after it (run 3 with k = 8:
+    50 at position 7 is a mismatch); min_run 3 accepts it, min_run 4 rejects it there, at the same cost
+    in cycles as lossless's rejection."""
+    seq = [1, 2, 10, 11, 12, 13, 14, 15, 16]  # prompt [1, 2]
+    target_next = list(seq)
+    target_next[4] = 99  # the target wanted 99 where the trajectory holds the harmless draft token 12
+    proposals = [0, 0, 10, 11, 12, 13, 14, 50, 16]
+    harmless = {4: {12}}
+    assert replay_chain(seq, 2, proposals, target_next, harmless, k=8, min_run=3).judged == 1
+    held = replay_chain(seq, 2, proposals, target_next, harmless, k=8, min_run=4)
+    lossless = replay_chain(seq, 2, proposals, target_next, {}, k=8)
+    assert held.judged == 0 and (held.cycles, held.new_tokens) == (lossless.cycles, lossless.new_tokens)
+    with pytest.raises(ValueError, match="min_run must be >= 1"):
+        replay_chain(seq, 2, proposals, target_next, harmless, k=8, min_run=0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_replays_minimum_run_is_the_decoding_rules(seed):
+    """On random trajectories: a harmless swap is judged exactly where the decoding rule's exact run of
+    its node in the cycle's window reaches min_run (brute force over the window's consecutive exact
+    matches); judged acceptances never grow with min_run; past k, none is judged and the replay is
+    lossless's."""
+    import numpy as np
+
+    from trtllm_autojudge.evaluation.trajectory import window_runs
+
+    rng = np.random.default_rng(seed)
+    L, start, k = 60, 3, 6
+    seq = rng.integers(0, 5, L).tolist()
+    target_next, proposals, harmless = list(seq), list(seq), {}
+    for i in range(start, L):
+        u = rng.random()
+        if u < 0.2:  # a harmless swap: the trajectory keeps the draft's token, the target wanted another
+            target_next[i] = seq[i] + 10
+            harmless[i] = {seq[i]}
+        elif u < 0.35:  # a harmful mismatch: the draft proposes a token off the trajectory
+            proposals[i] = seq[i] + 20
+    for p in range(start, L):  # the window runs against a brute-force walk
+        runs = window_runs(seq, p, proposals, target_next, k)
+        w = min(k, L - p)
+        for n in range(1, w + 1):
+            brute, m = 1, n + 1
+            while m <= w and proposals[p + m - 1] == target_next[p + m - 1]:
+                brute, m = brute + 1, m + 1
+            assert runs[n] == brute
+    judged = [replay_chain(seq, start, proposals, target_next, harmless, k, min_run=m).judged for m in range(1, k + 2)]
+    assert judged[0] > 0 and all(a >= b for a, b in zip(judged, judged[1:]))
+    past = replay_chain(seq, start, proposals, target_next, harmless, k, min_run=k + 1)
+    lossless = replay_chain(seq, start, proposals, target_next, {}, k)
+    assert past.judged == 0 and (past.cycles, past.new_tokens) == (lossless.cycles, lossless.new_tokens)
