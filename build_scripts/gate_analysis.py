@@ -8,10 +8,7 @@
 
 For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine-oracle``'s):
 - the exact chain replays (:func:`trtllm_autojudge.evaluation.trajectory.record_replays`) of lossless
-  decoding on the target's response and of the oracle on the mined trajectory, for each ``--k``, and
-  ``oracle_min_runM``: the oracle whose judged acceptances open at least M tokens (``--min-run``; it
-  stays on the mined trajectory where a live run would leave it: a rejected harmless swap costs its
-  cycle, the path after it is the oracle's);
+  decoding on the target's response and of the oracle on the mined trajectory, for each ``--k``;
 - ``comments_free``: an optimistic bound of what harmless comments could give with this draft: the
   lossless replay with EVERY comment-line mismatch accepted, as if accepting one changed nothing
   after it (the draft's later proposals stay those along the target's own response);
@@ -78,9 +75,6 @@ def main(argv=None) -> int:
     p.add_argument("--kinds-also", type=Path, nargs="*", default=[], help="more records, for the label kinds only")
     p.add_argument("--records", type=int, default=None, metavar="N", help="replay only the first N records of --labels")
     p.add_argument("--k", default="8,16", help="chain lengths to replay")
-    p.add_argument("--min-run", default="1", metavar="M[,M...]",
-                   help="also replay the oracle with each of these minimum runs (the judge's min_run: a harmless "
-                        "mismatch accepted only where its exact run reaches M); 1 is the plain oracle")
     p.add_argument("--out", type=Path, default=None)
     add_task_args(p)
     add_model_args(p)
@@ -88,12 +82,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.records is not None and args.records < 1:
         p.error(f"--records takes a number of records >= 1, got {args.records}")
-    try:
-        min_runs = sorted({int(x) for x in args.min_run.split(",")} - {1})
-    except ValueError:
-        p.error(f"--min-run takes whole numbers >= 1, comma-separated, e.g. 4,8; got {args.min_run!r}")
-    if any(m < 1 for m in min_runs):
-        p.error(f"--min-run takes whole numbers >= 1, got {args.min_run!r}")
     task = task_from_args(args)
     _, draft, tokenizer = load_pair(args, task)
     records = read_records(args.labels)[0][: args.records]
@@ -104,8 +92,7 @@ def main(argv=None) -> int:
     for k in ks:
         totals = defaultdict(lambda: [0, 0])
         for r in records:
-            replays = {**record_replays(r, draft, k, draft_lm), "comments_free": comments_free_replay(tokenizer, r, draft_lm, k),
-                       **{f"oracle_min_run{m}": record_replays(r, draft, k, draft_lm, min_run=m)["oracle"] for m in min_runs}}
+            replays = {**record_replays(r, draft, k, draft_lm), "comments_free": comments_free_replay(tokenizer, r, draft_lm, k)}
             for name, rep in replays.items():
                 totals[name][0] += rep.new_tokens
                 totals[name][1] += rep.cycles

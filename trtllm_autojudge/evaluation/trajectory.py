@@ -28,9 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
-from ..decoding.rules import exact_runs
 from ..mining.cached_lm import CachedLM
 from ..models.protocol import LanguageModel
 
@@ -56,25 +53,18 @@ def replay_chain(
     target_next: Sequence[int],  # [L] target_next[i]: the target's greedy token after sequence[:i]
     harmless: dict[int, set[int]],  # position -> draft tokens the rule lets through there
     k: int,  # draft tokens per cycle
-    min_run: int = 1,  # a harmless mismatch is accepted only where its exact run reaches this (the judge's min_run)
 ) -> Replay:
-    """Chain speculative decoding replayed along ``sequence``; every emitted token is ``sequence``'s.
-
-    With ``min_run`` > 1 a harmless mismatch whose exact run in its cycle's window
-    (:func:`..decoding.rules.exact_runs`) is shorter is rejected, as the judge's minimum run does. A live
-    run would then emit the target's token there and leave ``sequence``; the replay emits
-    ``sequence``'s and stays on it, so it counts the rejection's cycle but not the path after it."""
-    if k < 1 or min_run < 1:
-        raise ValueError(f"k and min_run must be >= 1, got k {k}, min_run {min_run}")
+    """Chain speculative decoding replayed along ``sequence``; every emitted token is ``sequence``'s."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
     p, cycles, accepted, judged, bonus_swaps = start, 0, 0, 0, []
     while p < len(sequence):
         j = 0
-        runs = window_runs(sequence, p, proposals, target_next, k) if min_run > 1 else None  # [w + 1]
         while j < k and p + j < len(sequence):
             i, d = p + j, int(proposals[p + j])
             if d == target_next[i]:
                 pass
-            elif d in harmless.get(i, ()) and (runs is None or runs[j + 1] >= min_run):
+            elif d in harmless.get(i, ()):
                 judged += 1
             else:
                 break
@@ -90,27 +80,8 @@ def replay_chain(
     return Replay(len(sequence) - start, cycles, accepted, judged, bonus_swaps)
 
 
-def window_runs(
-    sequence: Sequence[int],  # [L]
-    p: int,  # the cycle's first drafted position
-    proposals: Sequence[int],  # [L]
-    target_next: Sequence[int],  # [L]
-    k: int,
-) -> np.ndarray:  # [w + 1] int64: node 0 the root, node n the position p + n - 1
-    """The exact run of every node of the cycle's chain window (w = min(k, L - p) draft tokens), by
-    the decoding rule's own :func:`..decoding.rules.exact_runs`."""
-    w = min(k, len(sequence) - p)
-    draft_tokens = np.array([[int(proposals[p + n]) for n in range(w)]])  # [1, w]
-    target_argmax = np.array([[int(target_next[p + n]) if p + n < len(sequence) else -1
-                               for n in range(w + 1)]])  # [1, w + 1]: node n's greedy child; -1 past the end
-    paths = np.arange(w + 1)[None, None, :]  # [1, 1, w + 1]: the chain
-    return exact_runs(draft_tokens, target_argmax, paths)[0]
-
-
-def record_replays(record: dict, draft: LanguageModel, k: int, draft_lm: CachedLM | None = None,
-                   min_run: int = 1) -> dict[str, Replay]:
-    """``oracle`` on the record's ``final_ids`` (its judged acceptances held to ``min_run``) and
-    ``lossless`` on the target's own response.
+def record_replays(record: dict, draft: LanguageModel, k: int, draft_lm: CachedLM | None = None) -> dict[str, Replay]:
+    """``oracle`` on the record's ``final_ids`` and ``lossless`` on the target's own response.
 
     ``record`` is a mined record (:mod:`..mining.store`); two teacher-forced draft passes (on the
     oracle's, the labels' draft tokens where they were mined: see the module docstring).
@@ -131,7 +102,7 @@ def record_replays(record: dict, draft: LanguageModel, k: int, draft_lm: CachedL
                 if not important:
                     target_next[pos] = int(target_token)
                     harmless[pos] = {draft_token}
-        out[name] = replay_chain(seq, n, proposals, target_next, harmless, k, min_run)
+        out[name] = replay_chain(seq, n, proposals, target_next, harmless, k)
         out[name].flips = flips
     return out
 
