@@ -3,9 +3,9 @@ the others, which ``build-engines`` and the routes' runtimes give before anythin
 
 Every route computes the judge with the AutoJudgeAccept plugin, so a judge must be exportable to it
 (:func:`trtllm_autojudge.judge.export.unsupported_reason`: blocks of
-:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto, no target-confidence gate), and its default operating
-point must not limit the judged acceptances of a response (``max_judged``, ``calibrate
---max-judged``): the plugin decides each cycle on its own. A minimum run (``min_run``, ``calibrate
+:data:`trtllm_autojudge.spec.judge_blocks.BLOCK_CODES`, no token veto, no target-confidence gate),
+and its default operating point must not limit the judged acceptances of a response
+(``max_judged``, ``calibrate --max-judged``): the plugin decides each cycle on its own. A minimum run (``min_run``, ``calibrate
 --min-run``) every route applies: the plugin's ``min_run`` field, from the judge file. Beyond that a
 route runs a setup when it can feed every input the setup's blocks read:
 
@@ -48,9 +48,10 @@ def route_setups(route: str) -> str:
 
 
 def check_route_judge(route: str, head: JudgeHead, depth: int | None = None, dynamic_tree: bool = False) -> None:
-    """Refuse a judge ``route`` cannot run, and with ``depth`` (the chain's draft tokens, a tree's depth) a
-    judge that would decide no node (a lookahead judge, or a minimum run, too deep for it); on the EAGLE route with ``dynamic_tree``, a lookahead judge.
-    Raises ValueError naming the route and the setups it runs."""
+    """Refuse a judge ``route`` cannot run, and with ``depth`` (the chain's draft tokens, a tree's
+    depth) a judge that would decide no node (a lookahead judge, or a minimum run, too deep for it);
+    on the EAGLE route with ``dynamic_tree``, a lookahead judge. Raises ValueError naming the route
+    and the setups it runs."""
     name, no_draft_hidden, instead = ROUTE_JUDGES[route]
     reason = unsupported_reason(head, "plugin")
     if reason is None and head.needs_draft_hidden and no_draft_hidden:
