@@ -69,7 +69,7 @@ def mine(args) -> None:
 
 
 def feature_blocks(setups: str) -> str:
-    """The blocks to extract: all four of PAPER.md, then the lookahead ones that ``setups`` name."""
+    """The blocks to extract: all four of the paper (DD, DT, TD, TT), then the lookahead ones that ``setups`` name."""
     blocks = parse_setup(ALL_BLOCKS)
     for setup in setups.split(","):
         blocks += [b for b in parse_setup(setup) if b not in blocks]

@@ -1,6 +1,6 @@
 """Regeneration requests: the one interface between label mining and a generation engine.
 
-Mining (PAPER.md section 1) never generates text itself. It sends **regeneration requests**, each
+Mining (docs/mining.md) never generates text itself. It sends **regeneration requests**, each
 a prefix of token ids, a length cap and a stop rule, and a **regeneration backend** serves them
 with greedy continuations, as many at a time as it can:
 

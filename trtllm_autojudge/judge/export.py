@@ -2,7 +2,7 @@
 
 Formats (file names inside ``out_dir``):
 - ``plugin``: ``judge_plugin_fields.npz``, the fields of the ``AutoJudgeAccept`` TensorRT plugin
-  (DESIGN.md section 5) from :func:`plugin_fields`. Any setup of the blocks that exist while
+  (plugins/README.md) from :func:`plugin_fields`. Any setup of the blocks that exist while
   decoding (DT, DD, DT1, DT2, DD1, LS: ``spec/judge_blocks.py``), without a token veto, a
   target-confidence gate (``min_target_prob``) or a per-response limit (``max_judged``: the engines
   do not count judged acceptances per response).

@@ -1,6 +1,6 @@
 """Threshold sweep: the accepted-mismatches / harm frontier of a judge on validation data.
 
-Vocabulary (the decoding rule of PAPER.md section 3): a mismatch is ACCEPTED when the judge's
+Vocabulary (the decoding rule, docs/judge.md): a mismatch is ACCEPTED when the judge's
 probability of "important" is below the threshold, ``p < threshold``; otherwise it is rejected.
 For each threshold the frontier row holds, on the validation mismatches:
 

@@ -1,6 +1,6 @@
 """The judge head: StandardScaler + logistic regression, stored as one safetensors file.
 
-File format (DESIGN.md section 4), format version 1:
+File format (docs/judge.md), format version 1:
   tensors   coef[F], mean[F], scale[F], intercept[1]  (float32)
   metadata  "autojudge": JSON with format_version, setup ("DT", "DD-DT", ...), draft_hidden,
             target_hidden, threshold, task, draft_model, target_model, dtype (of the models whose
@@ -24,7 +24,7 @@ from .lookahead import LOOKAHEAD_BLOCKS, NUM_SCORES, WINDOW_TOKENS_AFTER
 from .tagged_file import load_tagged, save_tagged
 
 FORMAT_VERSION = 1
-# Feature blocks (PAPER.md section 2): <hidden of model> on <sequence carrying the token of>.
+# Feature blocks (docs/judge.md): <hidden of model> on <sequence carrying the token of>.
 #   DD: draft's hidden on the draft-token sequence    DT: target's hidden on the draft-token sequence
 #   TD: draft's hidden on the target-token sequence   TT: target's hidden on the target-token sequence
 # and the lookahead blocks DT1, DT2, DD1, LS: the models' view one and two draft tokens after the

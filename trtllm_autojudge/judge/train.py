@@ -1,6 +1,6 @@
 """Judge training: StandardScaler + L2 logistic regression, C chosen by validation ROC-AUC.
 
-The procedure of PAPER.md section 2:
+The procedure (docs/judge.md):
 1. split the mismatches by PROMPT (never by token), ``val_fraction`` of the prompts to validation,
    seeded; or by TEMPLATE (``split_by="template"``): variants of one template share their wording
    and their program, so a prompt split puts near-copies on both sides and its validation ROC-AUC

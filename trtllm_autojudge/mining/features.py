@@ -1,4 +1,4 @@
-"""Judge features for mined labels (PAPER.md section 2).
+"""Judge features for mined labels (docs/judge.md).
 
 For a label at position p of the final sequence, two sequences differ only at p: the DRAFT-token
 sequence (the draft's token at p) and the TARGET-token sequence. Each model's final-norm hidden

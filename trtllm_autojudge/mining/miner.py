@@ -1,4 +1,4 @@
-"""Self-supervised label mining ("semi-greedy search", PAPER.md section 1).
+"""Self-supervised label mining (the AutoJudge paper's "semi-greedy search").
 
 Per prompt, both models greedy:
 1. the target answers: ``cur = prompt + response``; its final answer ``A`` is the reference;

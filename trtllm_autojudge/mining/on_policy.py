@@ -1,6 +1,6 @@
 """On-policy labels: the judge's own acceptances, labelled along its own decoding.
 
-The semi-greedy miner (:mod:`.miner`, PAPER.md section 1) labels the mismatches of one trajectory:
+The semi-greedy miner (:mod:`.miner`) labels the mismatches of one trajectory:
 the target's response, with each swap kept only where mining found it harmless. A judge decodes
 another trajectory: its own acceptances, harmful ones included, stay in the context of every later
 decision. This miner labels exactly those decisions.

@@ -1,4 +1,4 @@
-"""Bindings to the compiled acceptance core of ``plugins/`` (DESIGN.md section 1, ``ops/``).
+"""Bindings to the compiled acceptance core of ``plugins/`` (docs/design.md, "Layers").
 
 - :mod:`.host_library`: ctypes binding of ``libautojudge_host.so``, the C++ host core
   (NumPy in, NumPy out; no torch needed).

@@ -1,6 +1,6 @@
 """``torch.ops.autojudge``: the acceptance rule as torch custom ops, one code path for CPU and GPU.
 
-- ``torch.ops.autojudge.accept``: accept mode (DESIGN.md section 3) from the target logits and
+- ``torch.ops.autojudge.accept``: accept mode (``spec/acceptance.py``) from the target logits and
   hidden states of every node: the judge logit, the path walk and the best path in one call.
 - ``torch.ops.autojudge.rewrite_logits``: logits mode (``plugins/README.md``): the target logits
   with the judge-accepted draft tokens made the row's argmax.

@@ -1,6 +1,6 @@
 """Greedy acceptance of a draft tree, with relaxed (lossy) acceptance of mismatches.
 
-This module is the SPECIFICATION of the acceptance rule (DESIGN.md section 3). The C++ host core,
+This module is the SPECIFICATION of the acceptance rule. The C++ host core,
 the CUDA kernel and the TensorRT plugin in ``plugins/`` implement the same rule and are tested
 against :func:`accept_tree` token for token.
 

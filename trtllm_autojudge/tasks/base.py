@@ -1,4 +1,4 @@
-"""A task as one object (DESIGN.md section 7): where its problems come from, its prompt format, and
+"""A task as one object (docs/tasks.md): where its problems come from, its prompt format, and
 its checker (answer extraction and comparison, with the early-stop rule ``checker.is_final``).
 
 Every verb takes ``--task``; nothing task-specific lives in the miner, the evaluation or the demo.

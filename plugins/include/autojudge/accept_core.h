@@ -549,7 +549,7 @@ inline bool makeJudgeLayout(int32_t const* blocks, int32_t numBlocks, int32_t ta
     return valid;
 }
 
-//! The folded judge: judge_logit = weight . features + bias (DESIGN.md section 4).
+//! The folded judge: judge_logit = weight . features + bias (docs/judge.md).
 struct JudgeHeadView
 {
     float const* weight; //!< [layout.featureSize] float32

@@ -1,7 +1,7 @@
 /*
  * AutoJudgeAccept (version "1", namespace "autojudge"): judge-gated acceptance of a draft tree as
  * a TensorRT IPluginV3 (IPluginV3OneCore / IPluginV3OneBuild / IPluginV3OneRuntime), and its
- * IPluginCreatorV3One creator. Contract: plugins/README.md and DESIGN.md section 5.
+ * IPluginCreatorV3One creator. Contract: plugins/README.md.
  */
 #pragma once
 

@@ -1,4 +1,4 @@
-"""The ``AutoJudgeAccept`` TensorRT plugin contract (DESIGN.md section 5), as data and checks.
+"""The ``AutoJudgeAccept`` TensorRT plugin contract (plugins/README.md), as data and checks.
 
 Pure Python: nothing here imports TensorRT. :mod:`.network` turns these checked values into
 TensorRT calls; the tests check them here.
