@@ -18,7 +18,10 @@ them is known to be the cause. Printed and written: each statistic's ROC-AUC as 
 (low margins and target-token log-probs; high entropies and draft-token log-probs), and the share
 of harmless acceptances a gate at each harmful acceptance's value would also stop. A response-level
 view follows: each response's most alarming acceptance against whether its answer changed, over
-every response with an acceptance.
+every response with an acceptance. With ``--judge`` (a target-only judge), each acceptance also gets
+the judge's own logit from the same forward (``judge_logit``, high alarms): the baseline the
+statistics have to beat, since the judge already read it when it accepted. At threshold 1 (every
+judgeable mismatch accepted) the judge had no say, so there its logit competes on equal terms.
 
 A probe: no runtime reads these statistics. The judge at the swap cannot see them, so a gain here
 would be a second gate after the judge, in the rule and the engine.
@@ -36,6 +39,8 @@ from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trtllm_autojudge.judge.head import JudgeHead  # noqa: E402
+from trtllm_autojudge.judge.lookahead import lookahead_scores  # noqa: E402
 from trtllm_autojudge.mining.cli import problem_id  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.tasks import load_task  # noqa: E402
@@ -43,6 +48,30 @@ from trtllm_autojudge.tasks import load_task  # noqa: E402
 # statistics whose LOW values flag harm: a hesitating target (small margins, little probability on
 # its own token); entropies and the probability it gives the draft's token flag harm when HIGH
 HARM_IF_LOW = ("margin", "lp_target_token")
+
+
+def judge_logits(
+    head,  # JudgeHead of target-only blocks (DT, DT1, DT2, LS)
+    logits: torch.Tensor,  # [L, V]: the target's logits, row r predicting token r + 1 of the sequence
+    hidden: torch.Tensor,  # [L, H]: the target's final-norm hidden state, row r with token r as the input
+    seq: torch.Tensor,  # [L] int64: the sequence
+    rows: list[int],  # [M]: the row with each acceptance's (draft) token as the input
+) -> np.ndarray:  # [M] float64: the judge's logit; nan where the sequence ends before its lookahead
+    """The judge's logit at each acceptance, the tokens after it read as the chain the verify pass
+    ran: inside a minimum run of 3 or more they are the draft's exact matches, so they are its c1, c2."""
+    L, out = len(seq), np.full(len(rows), np.nan)
+    keep = [j for j, r in enumerate(rows) if r + head.lookahead < L]
+    if not keep:
+        return out
+    at = torch.tensor([rows[j] for j in keep])  # [M']
+    blocks = {"DT": hidden[at], "DT1": hidden[(at + 1).clamp(max=L - 1)], "DT2": hidden[(at + 2).clamp(max=L - 1)]}
+    if "LS" in head.blocks:
+        M = len(keep)
+        blocks["LS"] = lookahead_scores(logits[torch.cat([at, at + 1])], torch.arange(M), M + torch.arange(M),
+                                        seq[at + 1], seq[(at + 2).clamp(max=L - 1)])
+    x = torch.cat([blocks[b].float() for b in head.blocks], dim=-1).double().numpy()  # [M', F]
+    out[keep] = head.logits(x)
+    return out
 
 
 def window_stats(
@@ -68,8 +97,8 @@ def window_stats(
 
 
 def harm_score(name: str, values: np.ndarray) -> np.ndarray:
-    """Higher = more alarming."""
-    return -values if name.startswith(HARM_IF_LOW) else values
+    """Higher = more alarming; a missing value (no verdict: nan) the least alarming of all."""
+    return np.nan_to_num(-values if name.startswith(HARM_IF_LOW) else values, nan=-np.finfo(float).max)
 
 
 def line_end(tokenizer, tokens: list[int], index: int) -> int:
@@ -111,8 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--windows", default="4,8,16", help="window lengths after each acceptance, in tokens")
     p.add_argument("--dtype", default="auto", help="auto: bf16 where the CPU computes it natively")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--judge", type=Path, default=None,
+                   help="a target-only judge file: also score each acceptance with its logit (judge_logit)")
     p.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
     args = p.parse_args(argv)
+    head = None if args.judge is None else JudgeHead.load(args.judge)
+    if head is not None and not set(head.blocks) <= {"DT", "DT1", "DT2", "LS"}:
+        raise SystemExit(f"--judge {args.judge}: setup {head.setup} reads the draft's hidden states, which a "
+                         "target forward over the response does not give: give a judge of DT, DT1, DT2 and LS")
     from trtllm_autojudge.models.dtype import resolve_dtype
     from trtllm_autojudge.models.embedded import load_target
 
@@ -132,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         for r in tqdm(mine, desc=item, unit="response"):
             changed = not task.checker.same(r["answer"], lossless[r["qid"]]["answer"])
             prompt = task.prompt_ids(tokenizer, questions[r["qid"]])
+            seq = torch.tensor(prompt + r["tokens"])  # [L]
             with torch.no_grad():
-                logits = target.model(torch.tensor([prompt + r["tokens"]])).logits[0]  # [L, V]
+                hidden = target.model.model(seq[None]).last_hidden_state[0]  # [L, H], after the final norm
+                logits = target.model.lm_head(hidden)  # [L, V]
             lp = torch.log_softmax(logits.float(), -1)  # [L, V]
             judged = r["judged_tokens"]  # [(index in the response, draft token, target token)]
             rows = [len(prompt) + i for i, _, _ in judged]
@@ -141,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                                                         for i, _, _ in judged])
             stats["lp_target_token"] = np.array([float(lp[row - 1, t]) for row, (_, _, t) in zip(rows, judged)])
             stats["lp_draft_token"] = np.array([float(lp[row - 1, d]) for row, (_, d, _) in zip(rows, judged)])
+            if head is not None:
+                stats["judge_logit"] = judge_logits(head, logits.float(), hidden.float(), seq, rows)
             responses.append({"changed": changed, "judged": len(judged),
                               "most_alarming": {k: float(harm_score(k, v).max()) for k, v in stats.items()}})
             if changed and len(judged) > 1:

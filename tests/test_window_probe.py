@@ -59,3 +59,40 @@ def test_bad_runs_are_refused_before_the_model_loads(tmp_path):
         {"spec": "judge@0.1", "qid": "x", "answer": "1", "judged_tokens": [[0, 1, 2]]})))
     with pytest.raises(SystemExit, match="1 questions of .* are in no --questions file"):
         main(["--runs", f"{tmp_path}:judge@0.1", "--questions", str(q)])
+
+
+def test_the_judge_logit_equals_the_rules_on_the_chain_the_response_was():
+    from trtllm_autojudge.judge.head import JudgeHead
+    from trtllm_autojudge.judge.lookahead import node_lookahead
+
+    gen = torch.Generator().manual_seed(1)
+    L, V, H = 24, 40, 8
+    logits, hidden = torch.randn(L, V, generator=gen) * 2, torch.randn(L, H, generator=gen)  # [L, V], [L, H]
+    seq = torch.randint(0, V, (L,), generator=gen)  # [L]
+    F = 3 * H + 6
+    head = JudgeHead(coef=np.random.default_rng(2).normal(size=F), mean=np.zeros(F), scale=np.ones(F),
+                     intercept=0.3, setup="DT-DT1-DT2-LS", draft_hidden=H, target_hidden=H, threshold=0.1)
+    rows = [5, 9, 21, 22]  # the last has no c2 in the sequence: no verdict
+    got = SCRIPT["judge_logits"](head, logits, hidden, seq, rows)
+    a, N = 4, L - 1 - 4  # the chain: root = token a, nodes 1..N = tokens a+1..a+N
+    child = np.append(np.arange(1, N + 1), -1)  # [N+1]
+    nodes = np.array(rows[:3]) - a
+    blocks, has = node_lookahead(head.blocks, child, seq[a + 1:].numpy(), nodes, logits[a:], hidden[a:], None)
+    blocks["DT"] = hidden[a:][torch.as_tensor(nodes)]
+    want = head.logits(torch.cat([blocks[b] for b in head.blocks], -1).double().numpy())
+    assert has.all()
+    np.testing.assert_allclose(got[:3], want, rtol=1e-5)
+    assert np.isnan(got[3])
+    assert SCRIPT["harm_score"]("judge_logit", got)[3] < SCRIPT["harm_score"]("judge_logit", got)[:3].min()
+
+
+def test_a_judge_that_reads_the_draft_is_refused_before_the_model_loads(tmp_path):
+    from trtllm_autojudge.judge.head import JudgeHead
+
+    F = 4 + 4
+    JudgeHead(coef=np.ones(F), mean=np.zeros(F), scale=np.ones(F), intercept=0.0, setup="DD-DT", draft_hidden=4,
+              target_hidden=4).save(tmp_path / "j.safetensors")
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"question": "How many?"}) + "\n")
+    with pytest.raises(SystemExit, match="setup DD-DT reads the draft's hidden states"):
+        SCRIPT["main"](["--runs", f"{tmp_path}:judge", "--questions", str(q), "--judge", str(tmp_path / "j.safetensors")])
