@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""What a perfect judge gains under a minimum run: the live oracle (evaluation/live_oracle.py)
+against lossless decoding, question by question, on the task's pair.
+
+    python build_scripts/live_oracle.py --task gsm8k-program --questions out/ceil5.jsonl --limit 60 \\
+        --min-runs 4,8 --k 16 --max-new-tokens 320 --threads 2 --out out/live_oracle.jsonl \\
+        --json docs/results/live_oracle_program.json --compare out/ceil5_mr4:judge@1 --compare out/ceil5_mr8:judge@1
+
+Per question: lossless decoding (its answer is the reference), then for each minimum run the
+oracle's decoding, which asks one continuation of the target per judgeable mismatch the walk reaches
+(greedy, lossless speculative decoding with the same pair and chain, to the same token budget). Each
+question's records are appended to ``--out`` as it finishes, so a stopped run goes on where it
+stopped. The summary, printed and written to ``--json``: per minimum run, tokens per target forward
+against lossless with a paired bootstrap interval over questions, the answers changed (bf16 near-ties
+in the continuations can still change one) with their 95% interval, and the continuations asked.
+Continuations are the oracle's cost, not decoding's: they are not counted as forwards. Each
+``--compare FOLDER:SPEC`` (an ``eval`` output folder and one of its operating points) adds that
+point's ratio and answers changed against its own folder's lossless runs, on the same questions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
+from trtllm_autojudge.decoding.speculative import speculative_generate  # noqa: E402
+from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
+from trtllm_autojudge.evaluation.bootstrap import ratio_interval  # noqa: E402
+from trtllm_autojudge.evaluation.certificate import interval  # noqa: E402
+from trtllm_autojudge.evaluation.common import questions_from  # noqa: E402
+from trtllm_autojudge.evaluation.live_oracle import LiveOracleRule  # noqa: E402
+from trtllm_autojudge.mining.store import append_record, read_records, repair_tail  # noqa: E402
+from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
+from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
+
+
+def point_summary(runs: list[dict], ref: list[dict], changed: int) -> dict:
+    """Tokens per forward of ``runs`` against ``ref`` (the same questions, in order), with the paired
+    bootstrap interval, and ``changed`` answers with their 95% interval."""
+    tokens, forwards, ref_tokens, ref_forwards = (np.array([r[k] for r in rs]) for rs in (runs, ref)
+                                                  for k in ("new_tokens", "target_forwards"))
+    ratio = float((tokens.sum() / forwards.sum()) / (ref_tokens.sum() / ref_forwards.sum()))
+    return {"tokens_per_forward": float(tokens.sum() / forwards.sum()), "vs_lossless": ratio,
+            "vs_lossless_95": list(ratio_interval(tokens, forwards, ref_tokens, ref_forwards)),
+            "changed": changed, "changed_95": list(interval(changed, len(runs))),
+            "judged_accepts": int(sum(r["judged_accepts"] for r in runs))}
+
+
+def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[dict]] | None = None,
+              same=None) -> dict:
+    """Per minimum run, over the questions with all their records: the ratio against lossless with
+    its interval, the answers changed with theirs, and the oracle's continuations. ``compare`` maps
+    a label to an eval folder's runs (``same(a, b)``: the checker's answer comparison): its lossless
+    and labelled runs of the same questions give a row beside them."""
+    by_q: dict[str, dict[str, dict]] = {}
+    for r in records:
+        by_q.setdefault(r["qid"], {})[r["spec"]] = r
+    specs = ["lossless"] + [f"oracle-minrun{m}" for m in min_runs]
+    done = [q for q in by_q.values() if all(s in q for s in specs)]
+    if not done:
+        raise SystemExit("no question has all its records yet: run more questions")
+    ref = [q["lossless"] for q in done]
+    ref_tokens, ref_forwards = (np.array([r[k] for r in ref]) for k in ("new_tokens", "target_forwards"))
+    out = {"questions": len(done), "lossless_tokens_per_forward": float(ref_tokens.sum() / ref_forwards.sum()),
+           "points": {}}
+    for m in min_runs:
+        runs = [q[f"oracle-minrun{m}"] for q in done]
+        out["points"][f"oracle, minimum run {m}"] = {
+            **point_summary(runs, ref, sum(r["changed"] for r in runs)),
+            "continuations": int(sum(r["asked"] for r in runs)), "seconds": float(sum(r["seconds"] for r in runs))}
+    for label, folder_runs in (compare or {}).items():
+        spec = label.rpartition(":")[2]
+        by = {(r["spec"], r["qid"]): r for r in folder_runs}
+        missing = [r["qid"] for r in ref if ("lossless", r["qid"]) not in by or (spec, r["qid"]) not in by]
+        if missing:
+            raise SystemExit(f"--compare {label}: {len(missing)} of the questions have no lossless or {spec} run there "
+                             f"(e.g. {missing[0]})")
+        runs, lossless = [by[(spec, r["qid"])] for r in ref], [by[("lossless", r["qid"])] for r in ref]
+        out["points"][label] = point_summary(runs, lossless, sum(not same(a["answer"], b["answer"])
+                                                                 for a, b in zip(runs, lossless)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--min-runs", default="4,8", help="minimum runs to run the oracle under (1: none)")
+    p.add_argument("--k", type=int, default=16, help="chain draft: K draft tokens per cycle")
+    p.add_argument("--max-new-tokens", type=int, default=320)
+    p.add_argument("--out", type=Path, required=True, help="JSONL of run records (appended; resumes)")
+    p.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    p.add_argument("--compare", action="append", default=[], metavar="FOLDER:SPEC",
+                   help="an eval output folder and operating point to summarize on the same questions (repeatable)")
+    add_task_args(p)
+    add_model_args(p)
+    add_problem_args(p, split="train", variants=5)
+    args = p.parse_args(argv)
+    min_runs = [int(m) for m in args.min_runs.split(",")]
+    if any(m < 1 for m in min_runs):
+        p.error(f"--min-runs are numbers of tokens an acceptance must open: give 1 (none) or more, got {args.min_runs}")
+    compare = {}
+    for item in args.compare:
+        folder, sep, spec = item.rpartition(":")
+        if not sep or not (Path(folder) / "runs.jsonl").is_file():
+            p.error(f"--compare {item!r}: give FOLDER:SPEC of an eval output folder, e.g. out/eval:judge@0.1")
+        compare[item] = read_records(Path(folder) / "runs.jsonl", required=("spec", "qid"))[0]
+    task = task_from_args(args)
+    target, draft, tokenizer = load_pair(args, task)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    questions = questions_from(load_problems(args, task), tokenizer, task)
+    tree, checker = DraftTree.chain(args.k), task.checker
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    eos = set(target.eos_token_ids)
+    if args.out.exists():
+        repair_tail(args.out)  # a run stopped mid-line
+    records = read_records(args.out, required=("spec", "qid"))[0] if args.out.exists() else []
+    done = {(r["spec"], r["qid"]) for r in records}
+
+    def generate(prompt: list[int], rule=None, budget: int = args.max_new_tokens):
+        return speculative_generate(target, draft, prompt, tree=tree, rule=rule, max_new_tokens=budget)
+
+    for q in tqdm(questions, desc="live oracle", unit="question"):
+        specs = ["lossless"] + [f"oracle-minrun{m}" for m in min_runs]
+        if all((s, q.qid) in done for s in specs):
+            continue
+        mine = {r["spec"]: r for r in records if r["qid"] == q.qid}
+        if "lossless" not in mine:
+            t0 = time.perf_counter()
+            res = generate(q.prompt_ids)
+            mine["lossless"] = {"spec": "lossless", "qid": q.qid, "answer": checker.answer(decode(res.tokens), q.example),
+                                "tokens": res.tokens, "seconds": time.perf_counter() - t0, "asked": 0, **res.summary()}
+            append_record(args.out, mine["lossless"])
+            records.append(mine["lossless"])
+        reference, n_prompt = mine["lossless"]["answer"], len(q.prompt_ids)
+
+        def keeps_answer(prefix: list[int]) -> bool:
+            out = prefix[n_prompt:]
+            ended = next((i for i, t in enumerate(out) if t in eos), None)
+            if ended is not None:  # the response ended before this node: nothing to continue
+                out = out[:ended]
+            elif len(out) < args.max_new_tokens:
+                out = out + generate(prefix, budget=args.max_new_tokens - len(out)).tokens
+            return checker.same(checker.answer(decode(out), q.example), reference)
+
+        for m in min_runs:
+            if f"oracle-minrun{m}" in mine:
+                continue
+            rule, t0 = LiveOracleRule(keeps_answer, m), time.perf_counter()
+            res = generate(q.prompt_ids, rule)
+            answer = checker.answer(decode(res.tokens), q.example)
+            rec = {"spec": f"oracle-minrun{m}", "qid": q.qid, "answer": answer,
+                   "changed": not checker.same(answer, reference), "tokens": res.tokens,
+                   "seconds": time.perf_counter() - t0, "asked": rule.asked, **res.summary()}
+            append_record(args.out, rec)
+            records.append(rec)
+    summary = {"pair": {"target": args.target, "draft": args.draft}, "k": args.k, "max_new_tokens": args.max_new_tokens,
+               "questions_file": args.questions, **summarize(records, min_runs, compare, task.checker.same)}
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

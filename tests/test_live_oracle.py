@@ -1,0 +1,85 @@
+"""The live oracle (evaluation/live_oracle.py): a perfect judge under a minimum run, decided along
+its own decoding by continuing the target from each mismatch it is asked about."""
+import numpy as np
+import pytest
+import torch
+
+from test_speculative import MAX_NEW, prompts
+from tiny_models import tiny_pair
+from trtllm_autojudge.decoding.modes import VerifyContext
+from trtllm_autojudge.decoding.speculative import speculative_generate
+from trtllm_autojudge.decoding.tree import DraftTree
+from trtllm_autojudge.evaluation.live_oracle import LiveOracleRule
+
+
+def chain_context(tree: DraftTree) -> VerifyContext:
+    """A chain of 5 whose target wants 1, 2, 3, 4, 5, 6 after the root and nodes 1-5, drafted as
+    1, 7, 3, 8, 5: node 2 and node 4 mismatch, and each opens a run of 2 (itself and one match)."""
+    V = 10
+    logits = torch.full((6, V), -5.0)  # [N+1, V]
+    logits[torch.arange(6), torch.arange(1, 7)] = 5.0
+    return VerifyContext(prefix=[9, 9, 0], tree=tree, draft_tokens=np.array([[1, 7, 3, 8, 5]]),
+                         parents=np.asarray(tree.parents, np.int32)[None], target_logits=logits,
+                         target_hidden=torch.zeros(6, 4), draft_hidden=None)
+
+
+def test_it_asks_in_the_walks_order_and_stops_at_the_first_harm_or_short_run():
+    asked = []
+    keep_all = LiveOracleRule(lambda p: asked.append(p) or True, min_run=2)
+    ctx = chain_context(DraftTree.chain(5))
+    assert list(np.flatnonzero(keep_all(ctx)[0])) == [2, 4]
+    assert asked == [[9, 9, 0, 1, 7], [9, 9, 0, 1, 7, 3, 8]] and keep_all.asked == 2
+    first_harms = LiveOracleRule(lambda p: False, min_run=2)
+    assert not first_harms(ctx).any() and first_harms.asked == 1  # the walk stops there: node 4 is never asked
+    too_short = LiveOracleRule(lambda p: True, min_run=3)
+    assert not too_short(ctx).any() and too_short.asked == 0
+    with pytest.raises(ValueError, match="chains only"):
+        keep_all(chain_context(DraftTree.static([2, 1, 1])))
+    with pytest.raises(ValueError, match="give 1 \\(any\\) or more"):
+        LiveOracleRule(lambda p: True, min_run=0)
+
+
+def test_decoding_with_it_keeps_exactly_the_swaps_it_was_told_keep_the_answer():
+    """Told that a swap keeps the answer when its draft token is even, decoding keeps only even
+    draft tokens where it relaxed; told none does, it decodes what lossless decodes."""
+    target, draft = tiny_pair(seed=0)
+    tree, judged = DraftTree.chain(6), 0
+    for prompt in prompts(6):
+        lossless = speculative_generate(target, draft, prompt, tree=tree, max_new_tokens=MAX_NEW).tokens
+        never = LiveOracleRule(lambda p: False)
+        assert speculative_generate(target, draft, prompt, tree=tree, rule=never, max_new_tokens=MAX_NEW).tokens == lossless
+        even = LiveOracleRule(lambda p: p[-1] % 2 == 0)
+        res = speculative_generate(target, draft, prompt, tree=tree, rule=even, max_new_tokens=MAX_NEW)
+        assert all(d % 2 == 0 and d != t for _, d, t in res.judged_tokens)
+        assert all(res.tokens[i] == d for i, d, _ in res.judged_tokens)
+        judged += len(res.judged_tokens)
+        assert never.asked >= (1 if lossless != res.tokens else 0)
+    assert judged > 0  # the tiny pair mismatches: the assertions above were exercised
+
+
+def test_the_script_summarizes_complete_questions_against_lossless():
+    import runpy
+    from pathlib import Path
+
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "live_oracle.py"),
+                            run_name="live_oracle")
+    rec = lambda spec, qid, tokens, forwards, changed=False, asked=0: {  # noqa: E731
+        "spec": spec, "qid": qid, "new_tokens": tokens, "target_forwards": forwards, "changed": changed,
+        "judged_accepts": asked, "asked": asked, "seconds": 1.0}
+    records = [rec("lossless", "a", 100, 10), rec("oracle-minrun4", "a", 100, 8, asked=2),
+               rec("lossless", "b", 50, 5), rec("oracle-minrun4", "b", 60, 5, changed=True, asked=1),
+               rec("lossless", "c", 70, 7)]  # c has no oracle run yet: left out
+    folder = [{**rec("lossless", q, 10, 1), "answer": "1"} for q in "abc"] + [
+        {**rec("judge@1", "a", 10, 1), "answer": "1"}, {**rec("judge@1", "b", 30, 1), "answer": "2"}]
+    out = script["summarize"](records, [4], {"f:judge@1": folder}, lambda x, y: x == y)
+    point, other = out["points"]["oracle, minimum run 4"], out["points"]["f:judge@1"]
+    assert out["questions"] == 2 and out["lossless_tokens_per_forward"] == pytest.approx(10.0)
+    assert point["vs_lossless"] == pytest.approx((160 / 13) / 10.0)
+    assert point["vs_lossless_95"][0] <= point["vs_lossless"] <= point["vs_lossless_95"][1]
+    assert point["changed"] == 1 and point["continuations"] == 3
+    assert 0 < point["changed_95"][0] < 0.5 < point["changed_95"][1]
+    assert other["vs_lossless"] == pytest.approx(2.0) and other["changed"] == 1  # the same two questions
+    with pytest.raises(SystemExit, match="1 of the questions have no lossless or judge@1 run"):
+        script["summarize"](records, [4], {"f:judge@1": folder[1:]}, lambda x, y: x == y)
+    with pytest.raises(SystemExit, match="no question has all its records"):
+        script["summarize"](records[-1:], [4])
