@@ -13,7 +13,10 @@ question's records are appended to ``--out`` as it finishes, so a stopped run go
 stopped. The summary, printed and written to ``--json``: per minimum run, tokens per target forward
 against lossless with a paired bootstrap interval over questions, the answers changed (bf16 near-ties
 in the continuations can still change one) with their 95% interval, and the continuations asked.
-Continuations are the oracle's cost, not decoding's: they are not counted as forwards. Each
+Continuations are the oracle's cost, not decoding's: they are not counted as forwards. With an
+EAGLE head (``--draft eagle``, chains of its trained depth by default) the continuations run on the
+embedded pair (the same target, the 8-layer draft at K = 16: three times the head's tokens per
+forward), which gives the same greedy tokens up to bf16 near-ties. Each
 ``--compare FOLDER:SPEC`` (an ``eval`` output folder and one of its operating points) adds that
 point's ratio and answers changed against its own folder's lossless runs, on the same questions.
 """
@@ -31,15 +34,18 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noqa: E402
+from trtllm_autojudge.decoding.loading import is_eagle_draft, load_pair  # noqa: E402
 from trtllm_autojudge.decoding.speculative import speculative_generate  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 from trtllm_autojudge.evaluation.bootstrap import ratio_interval  # noqa: E402
 from trtllm_autojudge.evaluation.certificate import interval  # noqa: E402
-from trtllm_autojudge.evaluation.common import questions_from  # noqa: E402
+from trtllm_autojudge.evaluation.common import DEFAULT_K, questions_from, settle_k  # noqa: E402
 from trtllm_autojudge.evaluation.live_oracle import LiveOracleRule  # noqa: E402
 from trtllm_autojudge.mining.store import append_record, read_records, repair_tail  # noqa: E402
-from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
+from trtllm_autojudge.models.loading import add_model_args, load_pair as load_model_pair  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
+
+CONTINUATION_K = 16  # the embedded pair's chain for an EAGLE head's continuations (module docstring)
 
 
 def point_summary(runs: list[dict], ref: list[dict], changed: int) -> dict:
@@ -92,7 +98,8 @@ def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--min-runs", default="4,8", help="minimum runs to run the oracle under (1: none)")
-    p.add_argument("--k", type=int, default=16, help="chain draft: K draft tokens per cycle")
+    p.add_argument("--k", type=int, default=None,
+                   help=f"chain draft: K draft tokens per cycle (default {DEFAULT_K}; an EAGLE head's trained depth)")
     p.add_argument("--max-new-tokens", type=int, default=320)
     p.add_argument("--out", type=Path, required=True, help="JSONL of run records (appended; resumes)")
     p.add_argument("--json", type=Path, default=None, help="also write the summary here")
@@ -113,19 +120,31 @@ def main(argv: list[str] | None = None) -> int:
         compare[item] = read_records(Path(folder) / "runs.jsonl", required=("spec", "qid"))[0]
     task = task_from_args(args)
     target, draft, tokenizer = load_pair(args, task)
+    settle_k(args, draft)
+    tree, cont_tree, cont_pair = DraftTree.chain(args.k), DraftTree.chain(args.k), (target, draft)
+    if is_eagle_draft(args.draft):  # continuations on the embedded pair (module docstring)
+        cont_pair, cont_tree = load_model_pair(argparse.Namespace(**{**vars(args), "draft": "embedded"}), task)[:2], \
+            DraftTree.chain(CONTINUATION_K)
     if args.threads:
         torch.set_num_threads(args.threads)
     questions = questions_from(load_problems(args, task), tokenizer, task)
-    tree, checker = DraftTree.chain(args.k), task.checker
+    checker = task.checker
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     eos = set(target.eos_token_ids)
     if args.out.exists():
         repair_tail(args.out)  # a run stopped mid-line
     records = read_records(args.out, required=("spec", "qid"))[0] if args.out.exists() else []
+    setup = {"target": args.target, "draft": args.draft, "k": args.k, "max_new_tokens": args.max_new_tokens}
+    other = next((r for r in records if r.get("setup") != setup), None)
+    if other is not None:
+        p.error(f"{args.out} holds runs of another setup ({other.get('setup')}; this run's is {setup}): give another --out")
     done = {(r["spec"], r["qid"]) for r in records}
 
     def generate(prompt: list[int], rule=None, budget: int = args.max_new_tokens):
         return speculative_generate(target, draft, prompt, tree=tree, rule=rule, max_new_tokens=budget)
+
+    def continuation(prompt: list[int], budget: int) -> list[int]:  # the target's greedy tokens
+        return speculative_generate(*cont_pair, prompt, tree=cont_tree, max_new_tokens=budget).tokens
 
     for q in tqdm(questions, desc="live oracle", unit="question"):
         specs = ["lossless"] + [f"oracle-minrun{m}" for m in min_runs]
@@ -135,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         if "lossless" not in mine:
             t0 = time.perf_counter()
             res = generate(q.prompt_ids)
-            mine["lossless"] = {"spec": "lossless", "qid": q.qid, "answer": checker.answer(decode(res.tokens), q.example),
+            mine["lossless"] = {"spec": "lossless", "qid": q.qid, "setup": setup,
+                                "answer": checker.answer(decode(res.tokens), q.example),
                                 "tokens": res.tokens, "seconds": time.perf_counter() - t0, "asked": 0, **res.summary()}
             append_record(args.out, mine["lossless"])
             records.append(mine["lossless"])
@@ -147,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             if ended is not None:  # the response ended before this node: nothing to continue
                 out = out[:ended]
             elif len(out) < args.max_new_tokens:
-                out = out + generate(prefix, budget=args.max_new_tokens - len(out)).tokens
+                out = out + continuation(prefix, args.max_new_tokens - len(out))
             return checker.same(checker.answer(decode(out), q.example), reference)
 
         for m in min_runs:
@@ -156,13 +176,12 @@ def main(argv: list[str] | None = None) -> int:
             rule, t0 = LiveOracleRule(keeps_answer, m), time.perf_counter()
             res = generate(q.prompt_ids, rule)
             answer = checker.answer(decode(res.tokens), q.example)
-            rec = {"spec": f"oracle-minrun{m}", "qid": q.qid, "answer": answer,
+            rec = {"spec": f"oracle-minrun{m}", "qid": q.qid, "setup": setup, "answer": answer,
                    "changed": not checker.same(answer, reference), "tokens": res.tokens,
                    "seconds": time.perf_counter() - t0, "asked": rule.asked, **res.summary()}
             append_record(args.out, rec)
             records.append(rec)
-    summary = {"pair": {"target": args.target, "draft": args.draft}, "k": args.k, "max_new_tokens": args.max_new_tokens,
-               "questions_file": args.questions, **summarize(records, min_runs, compare, task.checker.same)}
+    summary = {**setup, "questions_file": args.questions, **summarize(records, min_runs, compare, task.checker.same)}
     print(json.dumps(summary, indent=1))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
