@@ -74,9 +74,8 @@ def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[
     if not done:
         raise SystemExit("no question has all its records yet: run more questions")
     ref = [q["lossless"] for q in done]
-    ref_tokens, ref_forwards = (np.array([r[k] for r in ref]) for k in ("new_tokens", "target_forwards"))
-    out = {"questions": len(done), "lossless_tokens_per_forward": float(ref_tokens.sum() / ref_forwards.sum()),
-           "points": {}}
+    out = {"questions": len(done), "points": {},
+           "lossless_tokens_per_forward": sum(r["new_tokens"] for r in ref) / sum(r["target_forwards"] for r in ref)}
     for m in min_runs:
         runs = [q[f"oracle-minrun{m}"] for q in done]
         out["points"][f"oracle, minimum run {m}"] = {
@@ -121,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     task = task_from_args(args)
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
-    tree, cont_tree, cont_pair = DraftTree.chain(args.k), DraftTree.chain(args.k), (target, draft)
+    tree = DraftTree.chain(args.k)
+    cont_pair, cont_tree = (target, draft), tree
     if is_eagle_draft(args.draft):  # continuations on the embedded pair (module docstring)
         cont_pair, cont_tree = load_model_pair(argparse.Namespace(**{**vars(args), "draft": "embedded"}), task)[:2], \
             DraftTree.chain(CONTINUATION_K)

@@ -7,7 +7,7 @@ each mismatch the walk reaches where it stands: a mismatch that opens at least `
 (:func:`..decoding.rules.exact_runs`) is accepted exactly when the target's greedy continuation of
 the state with the draft's token kept gives the reference answer (``keeps_answer``). Every earlier
 acceptance kept that answer, so the continuation with the target's own token gives it too: one
-continuation per question asked. No judge of the same minimum run can accept a harmless mismatch
+continuation per mismatch asked. No judge of the same minimum run can accept a harmless mismatch
 this rule rejects, so its gain is what a judge of that rule could give at no answer changed (up to
 the way decoding paths then part, and to bf16 near-ties in the continuations).
 
