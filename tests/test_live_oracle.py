@@ -61,7 +61,7 @@ def test_the_script_summarizes_complete_questions_against_lossless():
     import runpy
     from pathlib import Path
 
-    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "live_oracle.py"),
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "live_oracle.py"),
                             run_name="live_oracle")
     rec = lambda spec, qid, tokens, forwards, changed=False, asked=0: {  # noqa: E731
         "spec": spec, "qid": qid, "new_tokens": tokens, "target_forwards": forwards, "changed": changed,

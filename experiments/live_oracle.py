@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""What a perfect judge gains under a minimum run: the live oracle (evaluation/live_oracle.py)
-against lossless decoding, question by question, on the task's pair.
+"""What does a perfect judge gain under a minimum run? The live oracle (evaluation/live_oracle.py)
+against lossless decoding, question by question, on the task's pair. Backs notebook/certification.md,
+"The live oracle: what a perfect judge gains under each minimum run", and notebook/eagle-head.md,
+"What bounds the 1.3x goal: the oracle, measured live".
 
-    python build_scripts/live_oracle.py --task gsm8k-program --questions out/ceil5.jsonl --limit 60 \\
+    python experiments/live_oracle.py --task gsm8k-program --questions out/ceil5.jsonl --limit 60 \\
         --min-runs 4,8 --k 16 --max-new-tokens 320 --threads 2 --out out/live_oracle.jsonl \\
         --json docs/results/live_oracle_program.json --compare out/ceil5_mr4:judge@1 --compare out/ceil5_mr8:judge@1
 
