@@ -12,7 +12,8 @@ through the embedded tokenizer) and keeps the end-of-turn token, then the most f
 tokens, then the most frequent question tokens (names and items are copied into answers), then the
 lowest ids (BPE merge order) up to ``--size``. It logs the share of response tokens the subset
 covers on training and on EVALUATION-template variants (held out). The size (2048) and K = 2 were
-chosen by ``build_scripts/scan_draft.py`` (docs/cpu.md). See trtllm_autojudge/models/vocab_subset.py.
+chosen by a scan of tokens/s (docs/cpu.md, "The draft: candidates, chosen by tokens/s"). See
+trtllm_autojudge/models/vocab_subset.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""build_scripts/bench_step.py: the three bf16 layouts of one model give bit-identical logits and the two
+"""experiments/bench_step.py: the three bf16 layouts of one model give bit-identical logits and the two
 float32 ones logits equal up to rounding, each is the layout it names, and the timings and the
 weight-read floor come out for each."""
 import runpy
@@ -14,7 +14,7 @@ from trtllm_autojudge.kernels.row_linear import RowLinear
 from trtllm_autojudge.kernels.sibling_linear import SiblingLinear
 from test_row_linear import kernel
 
-STEP = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "bench_step.py"))
+STEP = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "bench_step.py"))
 
 
 @pytest.mark.skipif(not can_pack(torch.bfloat16, "cpu"), reason="no oneDNN bf16 here: it needs an AVX-512 CPU and a torch build with oneDNN")

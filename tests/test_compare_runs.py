@@ -1,9 +1,9 @@
-"""build_scripts/compare_runs.py: identical and differing runs of two eval folders, point by point."""
+"""experiments/compare_runs.py: identical and differing runs of two eval folders, point by point."""
 import json
 import runpy
 from pathlib import Path
 
-MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "compare_runs.py"),
+MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "compare_runs.py"),
                       run_name="compare_runs")["main"]
 
 

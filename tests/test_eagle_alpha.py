@@ -1,4 +1,4 @@
-"""build_scripts/eagle_alpha.py on the toy task: alpha per depth over the target's greedy responses,
+"""experiments/eagle_alpha.py on the toy task: alpha per depth over the target's greedy responses,
 the same from an eval folder's lossless runs as decoded in place, and the expected chain lengths."""
 import json
 import runpy
@@ -16,7 +16,7 @@ from trtllm_autojudge.decoding.speculative import greedy_generate
 from trtllm_autojudge.mining.cli import problem_id
 from trtllm_autojudge.models.eagle_training import alpha_counts, chain_lengths
 
-SCRIPT = str(Path(__file__).resolve().parents[1] / "build_scripts" / "eagle_alpha.py")
+SCRIPT = str(Path(__file__).resolve().parents[1] / "experiments" / "eagle_alpha.py")
 NEW = 12
 
 

@@ -330,7 +330,7 @@ def test_the_compiled_core_decides_as_the_python_rule(tmp_path, setup):
 
 
 def test_certified_frontier_script_plots_each_series(evaluated, tmp_path):
-    """build_scripts/certified_frontier.py reads eval and calibrate folders, and calibrate result files kept
+    """experiments/certified_frontier.py reads eval and calibrate folders, and calibrate result files kept
     apart from their folder, and writes a PNG and the rows."""
     import runpy
     from pathlib import Path as P
@@ -341,7 +341,7 @@ def test_certified_frontier_script_plots_each_series(evaluated, tmp_path):
     cal.mkdir()
     (cal / "calibration.json").write_text(json.dumps({"candidates": [dict(r, threshold=0.3, certified=True)
                                                                      for r in rows if r["method"] == "judge"]}))
-    main = runpy.run_path(str(P(__file__).resolve().parents[1] / "build_scripts" / "certified_frontier.py"),
+    main = runpy.run_path(str(P(__file__).resolve().parents[1] / "experiments" / "certified_frontier.py"),
                           run_name="certified_frontier")["main"]
     kept = tmp_path / "certify_kept.json"
     kept.write_text((cal / "calibration.json").read_text())

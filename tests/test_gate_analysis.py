@@ -1,11 +1,11 @@
-"""build_scripts/gate_analysis.py: the label kinds and the comments-free bound on a hand-made record."""
+"""experiments/gate_analysis.py: the label kinds and the comments-free bound on a hand-made record."""
 import runpy
 from pathlib import Path
 
 from fixed_draft import FixedProposals
 from trtllm_autojudge.evaluation.trajectory import replay_chain
 
-GATE = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "gate_analysis.py"))
+GATE = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "gate_analysis.py"))
 PIECES = ["<p>", "x", " = 1", "\n", "#", " a", " b", "\n", "y", " = x", " c", " = 2"]  # id -> text
 
 

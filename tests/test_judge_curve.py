@@ -1,4 +1,4 @@
-"""build_scripts/judge_curve.py: cross-validated scores never see their own prompt; the curve and the
+"""experiments/judge_curve.py: cross-validated scores never see their own prompt; the curve and the
 left tail on synthetic feature sets whose labels are (or are not) readable from the features."""
 import json
 import runpy
@@ -9,7 +9,7 @@ import pytest
 
 from trtllm_autojudge.judge.dataset import FeatureSet
 
-CURVE = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "judge_curve.py"))
+CURVE = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "judge_curve.py"))
 
 
 def synthetic(readable: bool, prompts=40, per_prompt=12, seed=0) -> FeatureSet:

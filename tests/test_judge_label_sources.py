@@ -1,4 +1,4 @@
-"""build_scripts/judge_label_sources.py and judge/probe.py: which labels make a draft's judge."""
+"""experiments/judge_label_sources.py and judge/probe.py: which labels make a draft's judge."""
 import json
 import runpy
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 from trtllm_autojudge.judge.dataset import FeatureSet
 from trtllm_autojudge.judge.probe import harmless_at
 
-MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "judge_label_sources.py"))["main"]
+MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "judge_label_sources.py"))["main"]
 H = 6  # target hidden size
 
 

@@ -1,4 +1,4 @@
-"""build_scripts/judge_model_probe.py and judge/probe.fit_model_probe: other model families than the linear judge."""
+"""experiments/judge_model_probe.py and judge/probe.fit_model_probe: other model families than the linear judge."""
 import json
 import runpy
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 from trtllm_autojudge.judge.dataset import FeatureSet
 from trtllm_autojudge.judge.probe import fit_model_probe
 
-MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "judge_model_probe.py"))["main"]
+MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "judge_model_probe.py"))["main"]
 H = 6  # target hidden size
 
 

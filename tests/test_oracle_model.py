@@ -1,4 +1,4 @@
-"""evaluation/oracle_model.py and build_scripts/oracle_model.py: the oracle's gain on a chain, modelled."""
+"""evaluation/oracle_model.py and experiments/oracle_model.py: the oracle's gain on a chain, modelled."""
 import json
 import runpy
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 from trtllm_autojudge.evaluation.oracle_model import (chain_tokens, constant_alphas, oracle_ratio, share_needed,
                                                       with_harmless)
 
-MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "oracle_model.py"))["main"]
+MAIN = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "oracle_model.py"))["main"]
 
 
 def _simulated_tokens(alphas: np.ndarray, share: float, cycles: int, seed: int) -> float:

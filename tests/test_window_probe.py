@@ -1,4 +1,4 @@
-"""build_scripts/window_probe.py: the statistics after a judged acceptance, and its refusals."""
+"""experiments/window_probe.py: the statistics after a judged acceptance, and its refusals."""
 import json
 import runpy
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-SCRIPT = runpy.run_path(str(Path(__file__).resolve().parents[1] / "build_scripts" / "window_probe.py"),
+SCRIPT = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "window_probe.py"),
                         run_name="window_probe")
 
 

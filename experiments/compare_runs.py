@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Do two `eval` runs emit the same tokens? Question by question, for each operating point they share.
+Backs notebook/certification.md, "Certification time: questions decoded at once", and docs/plugin.md
+(the host core decides real decoding as the Python rule does).
 
-    python build_scripts/compare_runs.py --a out/heldout_shipped_python --b out/heldout_shipped_core \\
+    python experiments/compare_runs.py --a out/heldout_shipped_python --b out/heldout_shipped_core \\
         --out docs/results/accept_impl_core_vs_python_heldout100.json
 
 Reads the ``runs.jsonl`` of two ``eval`` (or ``calibrate``) output folders, for example the same

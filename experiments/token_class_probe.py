@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Do token-class features help the judge? Validation ROC-AUC and left tail with and without them.
+Backs notebook/certification.md, "Levers".
 
-    python build_scripts/token_class_probe.py --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz \\
+    python experiments/token_class_probe.py --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz \\
         --features out/judge_bf16/features.safetensors --setup DD-DT-DT1-DT2-DD1-LS \\
         --out docs/results/token_class_probe_program.json
 

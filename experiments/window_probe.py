@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Does the target's confidence over the tokens AFTER a judged acceptance tell harmful acceptances
-from harmless ones? An on-policy probe over the runs of `calibrate` / `eval` output folders.
+from harmless ones? An on-policy probe over the runs of `calibrate` / `eval` output folders. Backs
+notebook/certification.md, "A probe: the target's view after a judged acceptance" and "The judge's
+own logit against the target's hesitation".
 
-    python build_scripts/window_probe.py --runs out/cal_minrun8_calib3:judge@0.1 \\
+    python experiments/window_probe.py --runs out/cal_minrun8_calib3:judge@0.1 \\
         --runs out/cal_la_minrun4_calib3:judge@0.035 --runs out/report3_minrun8:judge \\
         --questions out/calib3.jsonl --questions out/report3.jsonl --out docs/results/window_probe_program.json
 

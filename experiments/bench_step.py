@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""One target step and one verify forward in each CPU weight layout of a dtype, side by side in one process.
+"""Which CPU weight layout runs a target step fastest? One target step and one verify forward in each
+layout of a dtype, side by side in one process. Backs notebook/program-first-evals.md, "Wall clock:
+`bench`", and docs/cpu.md.
 
-    python build_scripts/bench_step.py --task gsm8k-program --threads 2 --repeats 40 \\
+    python experiments/bench_step.py --task gsm8k-program --threads 2 --repeats 40 \\
         --out docs/results/bench_step.json
-    python build_scripts/bench_step.py --task gsm8k-program --dtype float32 --threads 2 --repeats 40 \\
+    python experiments/bench_step.py --task gsm8k-program --dtype float32 --threads 2 --repeats 40 \\
         --out docs/results/bench_step_fp32.json
 
 Layouts (each a copy of the same target), bfloat16:
@@ -145,7 +147,7 @@ def main(argv=None) -> int:
     agree = "bit_identical_logits" if dtype == torch.bfloat16 else "logits_equal_up_to_rounding"
     result = {"layouts": times, agree: identical, "dtype": args.dtype, "bound_ms_per_step": bound_ms, "read_weights_ms": read_ms,
               "copy_bandwidth_gb_s": bandwidth / 1e9, "threads": args.threads, "k": args.k,
-              "command": "python build_scripts/bench_step.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+              "command": "python experiments/bench_step.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     print(f"bound {bound_ms:.1f} ms per step (copy {bandwidth / 1e9:.1f} GB/s, read + write); reading the weights "
           f"once takes {read_ms:.1f} ms ({read_ms / bound_ms:.2f}x the bound); {agree.replace('_', ' ')}: {identical}")
     print(f"{'layout':<8} {'step ms':>8} {'x bound':>8} {f'verify K={args.k} ms':>16} {'in steps':>9} "

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Which judged acceptances come before a changed answer: the swaps of an `eval` run, by token class.
+"""Which judged acceptances come before a changed answer? The swaps of an `eval` run, by token class.
+Backs notebook/certification.md, "Why accepted swaps harm (development set)" and "Rounding: changes
+without a judged acceptance".
 
-    python build_scripts/judged_swaps.py --runs out/dev_shipped/runs.jsonl --spec judge@0.0235593 \\
+    python experiments/judged_swaps.py --runs out/dev_shipped/runs.jsonl --spec judge@0.0235593 \\
         --out docs/results/judged_swaps_program_dev.json
 
 Reads the judge runs of one operating point (``--spec``) and the lossless runs of an ``eval`` /

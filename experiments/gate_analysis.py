@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Why the oracle gains what it gains: replays, draft mismatches and label kinds of mined records.
+"""Why does the oracle gain what it gains? Replays, draft mismatches and label kinds of mined records.
+Backs notebook/program-task-gates.md, "The gate: the oracle before mining at scale", and
+notebook/program-lookahead-judge.md, "The lookahead judge in bfloat16, the rule on mismatches only, and
+the window" (the oracle as the window grows).
 
-    python build_scripts/gate_analysis.py --task gsm8k-program --labels out/gate_k8/oracle_labels.jsonl \\
+    python experiments/gate_analysis.py --task gsm8k-program --labels out/gate_k8/oracle_labels.jsonl \\
         --kinds-also out/judge_program/labels.jsonl --seed 1000 --out docs/results/gsm8k-program_gate_analysis.json
-    python build_scripts/gate_analysis.py --task gsm8k-program --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz \\
+    python experiments/gate_analysis.py --task gsm8k-program --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz \\
         --records 200 --k 16,32,64 --seed 7 --variants-per-template 24 --out docs/results/gsm8k-program_oracle_vs_k_bf16.json
 
 For the records of ``--labels`` (one mined record per prompt, e.g. ``eval --mine-oracle``'s):

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Would a non-linear judge, or more labels, hold a better left tail than the linear judge has now?
+Backs notebook/certification.md, "Levers" and "Levers: more labels of the same kind".
 
-    python build_scripts/judge_model_probe.py --features out/judge_bf16/features.safetensors \\
+    python experiments/judge_model_probe.py --features out/judge_bf16/features.safetensors \\
         --setups DT-DT1-DT2-LS,DD-DT-DT1-DT2-DD1-LS --seeds 7,8,9 \\
         --out docs/results/judge_model_probe_program.json
-    python build_scripts/judge_model_probe.py --features out/judge_bf16/features.safetensors \\
+    python experiments/judge_model_probe.py --features out/judge_bf16/features.safetensors \\
         --setups DT-DT1-DT2-LS --splits prompt --families logistic --train-fractions 0.125,0.25,0.5,0.75,1 \\
         --out docs/results/judge_learning_curve_program.json     # the learning curve
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Which labels make the best judge for one draft's mismatches: its own, another draft's, or both?
+Backs notebook/eagle-head.md, "A judge for the head's drafts".
 
-    python build_scripts/judge_label_sources.py --validate-on eagle=out/features_eagle.safetensors \\
+    python experiments/judge_label_sources.py --validate-on eagle=out/features_eagle.safetensors \\
         --other archive=out/judge_bf16/features.safetensors --setups DT,DT-DT1-DT2-LS --seeds 7,8,9 \\
         --out docs/results/judge_label_sources_eagle_program.json
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The frontier of certified bound against gain: one curve per judge (a lever tried), from the
-summary rows of `eval` (summary.json) or `calibrate` (calibration.json) output folders, or from a
-calibration.json kept under docs/results/.
+"""Which lever buys the most gain per certified bound? The frontier of certified bound against gain:
+one curve per judge (a lever tried), from the summary rows of `eval` (summary.json) or `calibrate`
+(calibration.json) output folders, or from a calibration.json kept under docs/results/. Backs
+notebook/certification.md, "Levers: on-policy labels with a template split" and "The gain a minimum
+run leaves to any judge".
 
-    python build_scripts/certified_frontier.py --series "shipped judge=out/cal_shipped" \\
+    python experiments/certified_frontier.py --series "shipped judge=out/cal_shipped" \\
         --series "at most 4 judged per response=out/cal_shipped_m4" --budget 0.01 \\
         --out docs/img/certified_frontier_program.png --json docs/results/certified_frontier_program.json
 

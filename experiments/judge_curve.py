@@ -1,6 +1,9 @@
-"""Judge learning curve and ROC left tail, by cross-validation over prompts.
+"""Would more labels make a better judge? The judge's learning curve and ROC left tail, by
+cross-validation over prompts. Backs notebook/program-judge-label-sets.md, "The judge (2026-12-01,
+second version)", and notebook/program-draft30-judges.md, "The same judge on 2.2x the labels" and
+"The judge on 9,890 labels: the left tail stops moving".
 
-    python build_scripts/judge_curve.py --features out/judge_more/features.safetensors \
+    python experiments/judge_curve.py --features out/judge_more/features.safetensors \
         --out docs/results/judge_program_learning_curve.json
 
 The prompts of a feature set are cut into --folds folds. For every fold, a judge is trained
@@ -125,7 +128,7 @@ def main(argv=None) -> int:
     folds = np.array_split(np.random.default_rng(args.seed).permutation(prompts), args.folds)
     result = {"features": str(args.features), "labels": full.num_rows, "important": int(full.labels.sum()),
               "prompts": int(prompts.size), "folds": args.folds, "curve": [], "tail": {},
-              "command": "python build_scripts/judge_curve.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+              "command": "python experiments/judge_curve.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     for setup in args.setups.split(","):
         fs = full.select_setup(setup)
         variants = [(setup, None)]

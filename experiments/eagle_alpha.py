@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Alpha per depth of an EAGLE head on held-out questions, with 95% intervals.
+"""How often is an EAGLE head's draft right at each depth? Alpha per depth on held-out questions, with
+95% intervals. Backs notebook/eagle-head.md, "The shipped head" (and the alphas of "What bounds the
+1.3x goal: the oracle, modelled").
 
-    python build_scripts/eagle_alpha.py --task gsm8k-program --draft eagle --questions heldout.jsonl \
+    python experiments/eagle_alpha.py --task gsm8k-program --draft eagle --questions heldout.jsonl \
         --responses out/eval/runs.jsonl --out docs/results/eagle_alpha.json
 
 Over each question's prompt and the target's greedy response (the lossless runs of an ``eval``
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
               "dtype": dtype_name(target.dtype), "questions": len(problems), "responses_decoded_here": decoded,
               "depths": rows, "expected_tokens_per_chain_cycle": {d: round(expected_tokens(alpha, d), 3)
                                                                   for d in range(1, args.depth + 1)},
-              "command": shlex.join(["python", "build_scripts/eagle_alpha.py", *(argv or sys.argv[1:])])}
+              "command": shlex.join(["python", "experiments/eagle_alpha.py", *(argv or sys.argv[1:])])}
     for row in rows:
         print(f"depth {row['depth']}: alpha {row['alpha']} {row['interval']} ({row['right']} of {row['tried']} chains)")
     print("expected tokens per chain cycle, by depth:", result["expected_tokens_per_chain_cycle"])

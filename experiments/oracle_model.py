@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""How far an oracle could take a chain draft, by the model of ``evaluation/oracle_model.py``, and
-the harmless share a gain goal would need.
+"""How far could an oracle take a chain draft, and what harmless share would a gain goal need? The
+model of ``evaluation/oracle_model.py``. Backs notebook/eagle-head.md, "What bounds the 1.3x goal:
+the oracle, modelled".
 
-    python build_scripts/oracle_model.py --replays docs/results/gsm8k-program_oracle_vs_k_bf16.json \\
+    python experiments/oracle_model.py --replays docs/results/gsm8k-program_oracle_vs_k_bf16.json \\
         --alphas docs/results/eagle_alpha_program_heldout100_stage3.json --depth 5 \\
         --lossless docs/results/gsm8k-program_certify_eagle5-dt_chain5_bf16.json \\
         --labels labels/gsm8k-program_train-v24-seed7_eagle.jsonl.gz --goal 1.3 \\
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     out = {"harmless": share, "replay_check": replay_check(args.replays),
            "draft": {name: draft_row(a, share, args.goal) for name, a in alphas.items()},
            "longer_chains_fitted_alpha": longer,
-           "command": shlex.join(["python", "build_scripts/oracle_model.py", *(argv or sys.argv[1:])])}
+           "command": shlex.join(["python", "experiments/oracle_model.py", *(argv or sys.argv[1:])])}
     print(f"harmless share of {share['labels']} labels: {share['share']:.3f} "
           f"[{share['interval'][0]:.3f}, {share['interval'][1]:.3f}]")
     for r in out["replay_check"]:
