@@ -2,6 +2,7 @@
 import pytest
 from scipy.stats import beta
 
+from trtllm_autojudge.data.question_set import set_record
 from trtllm_autojudge.evaluation.certificate import (Certificate, interval, most_allowed, questions_needed, rule_fields,
                                                      upper_bound)
 
@@ -41,7 +42,9 @@ def test_bad_counts_are_refused():
 
 
 def certificate(**changes) -> Certificate:
-    fields = dict(threshold=0.01, max_judged=None, questions=348, question_set={"questions": "calib.jsonl"},
+    fields = dict(threshold=0.01, max_judged=None, questions=348,
+                  question_set=set_record(["a", "b", "c"], "python build_scripts/heldout_questions.py --seed 5", 5,
+                                          file="calib.jsonl"),
                   question_ids=["a", "b", "c"], answers_changed=0, answer_change_bound=upper_bound(0, 348),
                   max_answer_change=0.01, gold_losses=0, gold_drop_bound=upper_bound(0, 348), max_gold_drop=0.01,
                   confidence=0.95, task="gsm8k-program", dtype="bfloat16", k=16, tree=None, max_new_tokens=320,
@@ -66,7 +69,20 @@ def test_certificate_round_trip_and_where_it_applies():
     assert c.overlap(["b", "z", "c"]) == 2 and c.overlap([]) == 0
     line = c.summary()
     assert "answers changed <= 0.86%" in line and "0 changed and 0 gold losses in 348 calibration questions" in line
-    assert "K = 16" in line and "calib.jsonl" in line
+    assert "K = 16" in line and "heldout_questions.py --seed 5; ids sha256 " in line
+
+
+def test_a_certificate_whose_question_digest_does_not_match_is_refused():
+    """The record's digest is checked against the certificate's own ids: a file edited by hand, or a
+    record copied from another set, is refused naming the field."""
+    meta = certificate().as_meta()
+    meta["question_ids"] = ["a", "b", "d"]
+    with pytest.raises(ValueError, match=r"question_set.ids_sha256 \w+ does not match the question ids"):
+        Certificate.from_meta(meta)
+    meta = certificate().as_meta()
+    meta["question_set"] = {"questions": "out/calib.jsonl", "limit": None}  # made before records: no digest
+    with pytest.raises(ValueError, match="names no ids_sha256: it cannot be checked or regenerated"):
+        Certificate.from_meta(meta)
 
 
 

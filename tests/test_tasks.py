@@ -372,7 +372,7 @@ def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
     assert cli(["eval", *TOY, *common, "--out-dir", str(tmp / "eval"), "--thresholds", "0.5", "--baselines", "topk@2"]) == 0
     assert _used_toy() == {"problems", "prompt_ids", "answer"}
     meta = json.loads((tmp / "eval" / "summary.json").read_text())["meta"]
-    assert meta["task"] == "toy" and meta["k"] == 2 and meta["question_set"]["split"] == "eval"
+    assert meta["task"] == "toy" and meta["k"] == 2 and meta["question_set"]["recipe"].startswith("--split eval")
     assert meta["command"].startswith("trtllm-autojudge eval --task toy_task:ToyTask")
     head = JudgeHead.load(judge)
     assert meta["judge"] == {"file": str(judge), **json.loads(json.dumps(head.describe()))}

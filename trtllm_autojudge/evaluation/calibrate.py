@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
 
     chosen, rows = calibrate_threshold(measure, candidates, n, args.max_answer_change, args.max_gold_drop)
     label_threshold = judge.meta.get("calibration", {}).get("label_threshold", judge.threshold)  # calibrated again?
-    record = {"questions": n, "question_set": question_set(args), "max_answer_change": args.max_answer_change,
+    record = {"questions": n, "question_set": question_set(args, qids), "max_answer_change": args.max_answer_change,
               "max_gold_drop": args.max_gold_drop, "max_judged": args.max_judged, "dtype": dtype_name(target.dtype),
               "k": args.k if args.tree is None else None, "tree": args.tree, "max_new_tokens": args.max_new_tokens,
               "label_threshold": label_threshold, "chosen": chosen, "lossless": lossless, "candidates": rows,
@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
                          f"No judge file written; runs in {out_dir}")
     best = next(r for r in rows if r["threshold"] == chosen)
     certificate = Certificate(
-        threshold=chosen, max_judged=args.max_judged, questions=n, question_set=question_set(args), question_ids=qids,
+        threshold=chosen, max_judged=args.max_judged, questions=n, question_set=question_set(args, qids), question_ids=qids,
         answers_changed=best["answers_changed"], answer_change_bound=best["answer_change_bound"],
         max_answer_change=args.max_answer_change, gold_losses=best["gold_losses"],
         gold_drop_bound=best["gold_drop_bound"], max_gold_drop=args.max_gold_drop, confidence=CONFIDENCE,

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, fields
 
 from scipy.stats import binomtest
 
+from ..data.question_set import check_record, describe
+
 CONFIDENCE = 0.95
 
 
@@ -96,7 +98,7 @@ class Certificate:
     threshold: float
     max_judged: int | None  # judged acceptances allowed per response (None: no limit)
     questions: int
-    question_set: dict  # what the calibration questions were (a file or a template split and seed)
+    question_set: dict  # how to regenerate the calibration questions, their count and digest (data/question_set.py)
     question_ids: list[str]  # their ids (a hash of each question's text): eval refuses to report on them
     answers_changed: int
     answer_change_bound: float
@@ -127,6 +129,10 @@ class Certificate:
         missing = names - set(meta) - {"min_run", "min_target_prob"}  # certificates made before these rules have none
         if missing:
             raise ValueError(f"the judge file's certificate lacks {sorted(missing)}: calibrate the judge again")
+        try:
+            check_record(meta["question_set"], meta["question_ids"])
+        except ValueError as e:
+            raise ValueError(f"the judge file's certificate: {e}") from None
         return cls(**{k: meta[k] for k in names if k in meta})
 
     def summary(self) -> str:
@@ -136,11 +142,9 @@ class Certificate:
         limit += f", judged acceptances opening at least {self.min_run} tokens" if self.min_run else ""
         limit += (f", judged only where the target gave its token at least {self.min_target_prob:g}"
                   if self.min_target_prob else "")
-        where = self.question_set.get("questions") or (f"{self.question_set.get('split')} templates, seed "
-                                                        f"{self.question_set.get('seed')}")
         return (f"threshold {self.threshold:g}{limit}: answers changed <= {self.answer_change_bound:.2%} and gold drop "
                 f"<= {self.gold_drop_bound:.2%} ({self.confidence:.0%} upper bounds; {self.answers_changed} changed and "
-                f"{self.gold_losses} gold losses in {self.questions} calibration questions of {where}; budgets "
+                f"{self.gold_losses} gold losses in {self.questions} calibration questions ({describe(self.question_set)}); budgets "
                 f"{self.max_answer_change:g} / {self.max_gold_drop:g}; {self.task}, {self.dtype}, "
                 f"{'K = ' + str(self.k) if self.tree is None else 'tree ' + self.tree}, {self.max_new_tokens} new tokens)")
 

@@ -144,7 +144,7 @@ def main_eval(argv: list[str]) -> int:
             "max_new_tokens": args.max_new_tokens, "dtype": dtype_name(target.dtype),
             "k": args.k if args.tree is None else None, "tree": args.tree, "accept_impl": args.accept_impl,
             "draft_vocab": None if getattr(draft.head, "subset", None) is None else draft.head.subset.size,
-            "question_set": question_set(args), "command": shlex.join(["trtllm-autojudge", "eval", *argv]),
+            "question_set": question_set(args, [q.qid for q in questions]), "command": shlex.join(["trtllm-autojudge", "eval", *argv]),
             "certificate": None if certificate is None else {"summary": certificate.summary(), "applies": not mismatches,
                                                              "mismatches": mismatches},
             **oracle_meta}

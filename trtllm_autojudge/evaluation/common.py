@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from dataclasses import replace
 from pathlib import Path
 
 from ..data.problem import Problem
+from ..data.question_set import describe, file_record, set_record
 from ..decoding.dynamic_tree import DynamicTree
 from ..decoding.tree import DraftTree
 from ..judge.frontier import choose_threshold
@@ -176,14 +178,17 @@ def questions_from(problems: list[Problem], tokenizer, task: Task) -> list[Quest
             for p in problems]
 
 
-def question_set(args: argparse.Namespace) -> dict:
-    """What :func:`~trtllm_autojudge.data.sources.load_problems` was asked for (recorded with results)."""
+def question_set(args: argparse.Namespace, question_ids: list[str]) -> dict:
+    """The questions the arguments of :func:`~trtllm_autojudge.data.sources.add_problem_args` chose, as a
+    question-set record (:mod:`~trtllm_autojudge.data.question_set`: how to regenerate them, their
+    count and digest; never a folder of this machine). ``question_ids``: [Q], in the order they ran."""
     if args.questions:
-        return {"questions": args.questions, "limit": args.limit}
-    return {"split": args.split, "originals": args.originals, "variants_per_template": args.variants_per_template,
-            "seed": args.seed, "limit": args.limit,
-            "held_out": "training-template questions the shipped models were trained or mined on are dropped"
-            if args.split == "train" else "evaluation templates: never trained on"}
+        record = file_record(args.questions, question_ids)
+    else:
+        draw = ["--split", args.split, "--originals" if args.originals else "--no-originals",
+                "--variants-per-template", str(args.variants_per_template), "--seed", str(args.seed)]
+        record = set_record(question_ids, shlex.join(draw), args.seed)
+    return record if args.limit is None else {**record, "limit": args.limit}
 
 
 def judge_certificate(judge: JudgeHead | None, target, draft, task: Task, k: int | None, tree: str | None,
@@ -215,8 +220,8 @@ def refuse_calibration_questions(certificate: Certificate | None, qids: list[str
     overlap = 0 if certificate is None else certificate.overlap(qids)
     if overlap:
         raise SystemExit(f"{verb}: {overlap} of the {len(qids)} questions are calibration questions of the judge's "
-                         f"certificate ({certificate.question_set}): report on questions disjoint from them "
-                         f"(python build_scripts/heldout_questions.py --exclude CALIBRATION.jsonl ...)")
+                         f"certificate ({describe(certificate.question_set)}): report on questions disjoint from "
+                         f"them (python build_scripts/heldout_questions.py --exclude-draw SEED:PER_TEMPLATE ...)")
 
 
 def apply_rule_options(judge: JudgeHead | None, args: argparse.Namespace, tokenizer) -> JudgeHead | None:
