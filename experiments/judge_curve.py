@@ -12,7 +12,7 @@ The prompts of a feature set are cut into --folds folds. For every fold, a judge
 by a judge that never saw its prompt. Reported per setup, C and fraction: the pooled ROC-AUC of
 those scores. At the full fraction and --tail-c, the left tail of the ROC curve too: the share of
 unimportant mismatches a threshold accepts when it lets through a given share of important ones,
-which is what decides whether a judge can keep answers unchanged (docs/results.md, "The judge").
+which is what decides whether a judge can keep answers unchanged (docs/results.md, "Judge quality").
 
 ``--extra-features F --extra-labels L --labels L0`` asks whether another label set helps: labels
 mined with another draft (their features extracted through THIS pair, ``features --labels L``),
