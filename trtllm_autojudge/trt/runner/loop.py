@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -56,10 +56,14 @@ def engine_generate(
     thresholds: float | Sequence[float],
     max_new_tokens: int,
     stop_ids: Sequence[int],
+    on_cycle: Callable[[int, list[int], CycleMetrics], None] | None = None,
 ) -> list[GenerationResult]:
     """Generate for a static batch of prompts; finished requests leave the batch.
 
     ``thresholds`` is one value or one per prompt (0 accepts exact matches only: lossless).
+    ``on_cycle(i, tokens, metrics)``, when given, is called after each cycle with the tokens it
+    appended to request i and its metrics (a streaming server sends them; an exception it raises ends
+    the generation).
     """
     stop, seqs, results, active = start_generation(prompts, stop_ids, max_new_tokens)
     thr = check_thresholds(thresholds, len(prompts))
@@ -80,8 +84,11 @@ def engine_generate(
                                            draft_nodes=int(proposal.draft_lens[b]), draft_forwards=proposal.forwards,
                                            target_forwards=1, t_draft=t1 - t0, t_verify=t2 - t1, t_accept=0.0,
                                            t_rule=0.0))
+            before = len(seq)
             if append_cycle_tokens(res, seq, acc.tokens(b), stop, max_new_tokens):
                 still.append(i)
+            if on_cycle is not None:
+                on_cycle(i, seq[before:], res.cycles[-1])
         active = still
     for res, seq in zip(results, seqs):
         res.tokens = seq[len(res.prompt_ids):]

@@ -93,14 +93,23 @@ class ReferenceTargetEngine:
     @torch.inference_mode()
     def verify(self, cycle: PackedCycle) -> Acceptance:
         B, N = cycle.draft_tokens.shape
+        self.check_cycle(cycle)
+        logits, hidden = forward_rows(self.target, cycle.input_ids, cycle.context_lengths)
+        rows = torch.as_tensor(cycle.node_rows, dtype=torch.long)
+        return self.accept_nodes(cycle, logits[rows].view(B, N + 1, -1), hidden[rows].view(B, N + 1, -1))
+
+    def check_cycle(self, cycle: PackedCycle) -> None:
+        """Refuse a cycle without the inputs this judge reads."""
         for needed, given, what in ((self.needs_draft_hidden, cycle.draft_hidden, "the draft's hidden states"),
                                     (self.needs_greedy_child, cycle.greedy_child, "the greedy children")):
             if needed and given is None:
                 raise ValueError(f"judge setup {self.head.setup} needs {what} in the cycle")
-        logits, hidden = forward_rows(self.target, cycle.input_ids, cycle.context_lengths)
-        rows = torch.as_tensor(cycle.node_rows, dtype=torch.long)
-        node_logits = logits[rows].view(B, N + 1, -1)  # [B, N+1, V]
-        node_hidden = hidden[rows].view(B, N + 1, -1)  # [B, N+1, Ht]
+
+    def accept_nodes(self, cycle: PackedCycle, node_logits: torch.Tensor, node_hidden: torch.Tensor) -> Acceptance:
+        """The plugin's decision from the target's rows at each node: ``node_logits`` [B, N+1, V] and
+        ``node_hidden`` [B, N+1, Ht] (row n: node n as the last input token; the root's row at an
+        invalid node)."""
+        B, N = cycle.draft_tokens.shape
         draft_hidden = (torch.as_tensor(cycle.draft_hidden).view(B, N + 1, -1)  # [B, N+1, Hd]
                         if self.needs_draft_hidden else [None] * B)
         greedy_child = cycle.greedy_child if self.needs_greedy_child else [None] * B  # [B, N+1]

@@ -91,46 +91,59 @@ def check_draft_width(width: int, draft_engine_config: dict) -> None:
 
 
 def repository_configs(*, draft_engine_dir: str, target_engine_dir: str, tokenizer_dir: str, max_batch_size: int = 8,
-                       bls_instances: int = 4, kv_cache_fraction: float = 0.4) -> dict[str, dict]:
-    """Model name -> ModelConfig (as a dict for :func:`.pbtxt.to_pbtxt`)."""
+                       bls_instances: int = 4, kv_cache_fraction: float = 0.4, decoupled: bool = False,
+                       task: str = "") -> dict[str, dict]:
+    """Model name -> ModelConfig (as a dict for :func:`.pbtxt.to_pbtxt`). ``decoupled``: the BLS answers
+    through its response sender (streaming, and HTTP through the ``generate`` endpoint only); ``task``:
+    ``preprocessing`` puts the text into that task's prompt format."""
     tok = {"tokenizer_dir": tokenizer_dir}
     cycle_in = [_io(n, k, d, **({"optional": True} if n in OPTIONAL_CYCLE_TENSORS else {}))
                 for n, (k, d) in CYCLE_TENSORS.items()]
     acc_out = [_io(n, k, d) for n, (k, d) in ACCEPTANCE_TENSORS.items()]
+    bls = python_model(
+        "autojudge_bls",
+        [_io("text_input", "TYPE_STRING", [1]), _io("max_tokens", "TYPE_INT32", [1]),
+         _io("threshold", "TYPE_FP32", [1], optional=True), _io("num_draft_tokens", "TYPE_INT32", [1], optional=True),
+         _io("draft_width", "TYPE_INT32", [1], optional=True), _io("stream", "TYPE_BOOL", [1], optional=True)],
+        [_io("text_output", "TYPE_STRING", [1]), _io("output_ids", "TYPE_INT32", [-1]),
+         _io("accepted_lengths", "TYPE_INT32", [-1]), _io("judged_counts", "TYPE_INT32", [-1]),
+         _io("cycles", "TYPE_INT32", [1])],
+        {"tokenizer_dir": tokenizer_dir, "target_engine_dir": target_engine_dir,
+         "draft_engine_dir": draft_engine_dir,  # check_draft_width reads its config.json
+         "draft_model_name": "tensorrt_llm_draft", "target_model_name": "autojudge_target",
+         "preprocessing_model_name": "preprocessing", "postprocessing_model_name": "postprocessing"},
+        count=bls_instances)
+    bls["model_transaction_policy"] = {"decoupled": decoupled}
     return {
         "preprocessing": python_model("preprocessing", [_io("text_input", "TYPE_STRING", [1])],
-                                      [_io("input_ids", "TYPE_INT32", [-1])], tok),
+                                      [_io("input_ids", "TYPE_INT32", [-1])], {**tok, **({"task": task} if task else {})}),
         "postprocessing": python_model("postprocessing", [_io("tokens", "TYPE_INT32", [-1])],
                                        [_io("text_output", "TYPE_STRING", [1])], tok),
         "tensorrt_llm_draft": draft_model_config(draft_engine_dir, max_batch_size, kv_cache_fraction),
         "autojudge_target": python_model("autojudge_target", cycle_in, acc_out, {"engine_dir": target_engine_dir},
                                          kind="KIND_GPU"),
-        "autojudge_bls": python_model(
-            "autojudge_bls",
-            [_io("text_input", "TYPE_STRING", [1]), _io("max_tokens", "TYPE_INT32", [1]),
-             _io("threshold", "TYPE_FP32", [1], optional=True), _io("num_draft_tokens", "TYPE_INT32", [1], optional=True),
-             _io("draft_width", "TYPE_INT32", [1], optional=True)],
-            [_io("text_output", "TYPE_STRING", [1]), _io("output_ids", "TYPE_INT32", [-1]),
-             _io("accepted_lengths", "TYPE_INT32", [-1]), _io("judged_counts", "TYPE_INT32", [-1]),
-             _io("cycles", "TYPE_INT32", [1])],
-            {"tokenizer_dir": tokenizer_dir, "target_engine_dir": target_engine_dir,
-             "draft_engine_dir": draft_engine_dir,  # check_draft_width reads its config.json
-             "draft_model_name": "tensorrt_llm_draft", "target_model_name": "autojudge_target",
-             "preprocessing_model_name": "preprocessing", "postprocessing_model_name": "postprocessing"},
-            count=bls_instances),
+        "autojudge_bls": bls,
     }
 
 
 def make_repository(out_dir: str | Path, **kwargs) -> list[Path]:
     """Write the repository; returns the config.pbtxt paths. Keyword arguments: :func:`repository_configs`."""
+    return write_repository(out_dir, repository_configs(**kwargs))
+
+
+def write_repository(out_dir: str | Path, configs: dict[str, dict], sources: dict[str, str] | None = None) -> list[Path]:
+    """Write each model's config.pbtxt and, for a Python model, its ``1/model.py``: the file
+    ``models/<source>.py`` of this package, ``source`` from ``sources`` (default the model's name).
+    Returns the config.pbtxt paths."""
     out = Path(out_dir)
     written = []
-    for name, config in repository_configs(**kwargs).items():
+    for name, config in configs.items():
         model_dir = out / name
         (model_dir / "1").mkdir(parents=True, exist_ok=True)
         path = model_dir / "config.pbtxt"
         path.write_text(to_pbtxt(config))
         written.append(path)
         if config["backend"] == "python":
-            shutil.copyfile(MODEL_SOURCES / f"{name}.py", model_dir / "1" / "model.py")
+            source = (sources or {}).get(name, name)
+            shutil.copyfile(MODEL_SOURCES / f"{source}.py", model_dir / "1" / "model.py")
     return written

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...spec.acceptance import Acceptance
 from ..engine.routes import route_setups
-from ..runner.packing import PackedCycle
+from ..runner.packing import PackedCycle, chain_tree, pack_cycle
 
 # autojudge_target: one verification cycle in, the plugin's outputs back (no batch dimension).
 CYCLE_TENSORS = {  # name -> (Triton data type, dims)
@@ -32,6 +32,10 @@ ACCEPTANCE_TENSORS = {
     "judged_count": ("TYPE_INT32", [-1]),  # [B]
 }
 _NUMPY = {"TYPE_INT32": np.int32, "TYPE_FP32": np.float32}
+# The CPU route's stand-ins (:mod:`.stand_ins`) keep a KV cache per request, keyed by the request id the
+# BLS gives its requests; a request with this input true frees that cache and computes nothing. On the
+# draft it is the tensorrtllm backend's own name for ending a request.
+STOP_TENSOR = ("stop", "TYPE_BOOL")
 
 
 def cycle_to_tensors(cycle: PackedCycle) -> dict[str, np.ndarray]:
@@ -61,3 +65,11 @@ def tensors_to_acceptance(tensors: dict[str, np.ndarray]) -> Acceptance:
                       best_path=np.asarray(tensors["best_path"], np.int32),
                       accepted_tokens=np.asarray(tensors["accepted_tokens"], np.int32),
                       judged_count=np.asarray(tensors["judged_count"], np.int32))
+
+
+def stop_cycle_tensors(greedy_child: bool) -> dict[str, np.ndarray]:
+    """The inputs of an ``autojudge_target`` request that only stops its request: a one-token cycle
+    with no draft node (every required input, shaped as a cycle's), and ``stop`` true."""
+    cycle = pack_cycle([[0]], chain_tree(1), np.zeros((1, 1), np.int64), np.zeros(1, np.int32), np.zeros(1),
+                       greedy_child=greedy_child)
+    return {**cycle_to_tensors(cycle), STOP_TENSOR[0]: np.array([True])}

@@ -29,10 +29,11 @@ def output_array(response, name: str) -> np.ndarray:
     return from_dlpack(tensor.to_dlpack()).cpu().numpy()
 
 
-def call(model_name: str, inputs: dict[str, np.ndarray], outputs: list[str]):
-    """One non-decoupled BLS request; raises with the callee's message on error."""
+def call(model_name: str, inputs: dict[str, np.ndarray], outputs: list[str], request_id: str = ""):
+    """One non-decoupled BLS request (Triton request id ``request_id``); raises with the callee's
+    message on error."""
     request = pb_utils.InferenceRequest(model_name=model_name, inputs=[pb_utils.Tensor(k, v) for k, v in inputs.items()],
-                                        requested_output_names=outputs)
+                                        requested_output_names=outputs, request_id=request_id)
     response = request.exec()
     if response.has_error():
         raise pb_utils.TritonModelException(f"{model_name}: {response.error().message()}")
