@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the judges' default threshold: the largest whose validation important-accept rate is at "
                         f"most this (`train --max-important-accept`; default {DEFAULT_MAX_IMPORTANT_ACCEPT})")
     p.add_argument("--no-install", action="store_true")
+    p.add_argument("--force", action="store_true",
+                   help="install over a shipped judge that has a certificate (the judge made here has none until "
+                        "`calibrate` certifies it)")
     p.add_argument("--target", default="tuned", help="target for mine/features (default: the embedded tuned target)")
     p.add_argument("--draft", default="embedded", help="draft for mine/features (default: the embedded draft)")
     p.add_argument("--dtype", default="auto", choices=CHOICES, help="compute dtype of mine/features (default auto)")
@@ -152,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     installed = task.shipped_judge_path()
     if installed is None and not args.no_install:
         raise SystemExit(f"task {task.name} has no shipped judge to install: pass --no-install")
+    if not args.no_install and not args.force and installed.is_file() and "certificate" in JudgeHead.load(installed).meta:
+        raise SystemExit(f"{installed} is a certified judge and the one made here would have no certificate: pass "
+                         f"--no-install (then `trtllm-autojudge calibrate --out` certifies it), or --force to replace it "
+                         f"with an uncertified judge")
     if args.labels_archive is not None and args.labels_archive.suffix != ".gz":
         raise SystemExit(f"--labels-archive {args.labels_archive}: name a gzip file (PATH.jsonl.gz)")
     args.work.mkdir(parents=True, exist_ok=True)

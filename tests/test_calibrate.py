@@ -1,7 +1,7 @@
 """calibrate's fixed-sequence walk over candidate thresholds, against certified budgets (no models needed)."""
 import pytest
 
-from trtllm_autojudge.evaluation.calibrate import _beyond_budget, calibrate_threshold, certified
+from trtllm_autojudge.evaluation.calibrate import Budget, _beyond_budgets, calibrate_ladder, certified, ladder_record
 from trtllm_autojudge.evaluation.certificate import upper_bound
 
 N = 300
@@ -13,50 +13,77 @@ def row(changed: int, losses: int = 0, questions: int = N) -> dict:
 
 
 def fake_measure(rows: dict):
-    """measure(t) from a row per threshold; records the thresholds it ran."""
-    ran = []
+    """measure(t, open_budgets) from a row per threshold; records the thresholds it ran and the budgets
+    still open at each."""
+    ran, opened = [], []
 
-    def measure(t):
+    def measure(t, still_open):
         ran.append(t)
+        opened.append(list(still_open))
         return rows[t]
-    return measure, ran
+    return measure, ran, opened
 
 
 LADDER = [0.1, 0.2, 0.3, 0.4, 0.5]
+ONE = Budget(0.01, 0.01)
+
+
+def walk(measure, candidates, budgets=(ONE,)):
+    chosen, rows = calibrate_ladder(measure, candidates, N, list(budgets))
+    return chosen, rows
 
 
 def test_walks_up_from_the_smallest_and_stops_at_the_first_failure():
-    measure, ran = fake_measure({0.1: row(0), 0.2: row(0), 0.3: row(1), 0.4: row(0), 0.5: row(0)})
-    chosen, rows = calibrate_threshold(measure, [0.3, 0.1, 0.5, 0.2, 0.4, 0.2], N, 0.01, 0.01)
-    assert chosen == 0.2 and ran == [0.1, 0.2, 0.3]  # 0.4 and 0.5 would pass, but the sequence stops at 0.3
-    assert [(r["threshold"], r["certified"]) for r in rows] == [(0.1, True), (0.2, True), (0.3, False)]
+    measure, ran, _ = fake_measure({0.1: row(0), 0.2: row(0), 0.3: row(1), 0.4: row(0), 0.5: row(0)})
+    chosen, rows = walk(measure, [0.3, 0.1, 0.5, 0.2, 0.4, 0.2])
+    assert chosen == {ONE: 0.2} and ran == [0.1, 0.2, 0.3]  # 0.4 and 0.5 would pass, but the sequence stops at 0.3
+    assert [(r["threshold"], r["within"]) for r in rows] == [(0.1, [0.01]), (0.2, [0.01]), (0.3, [])]
     assert rows[0]["tokens_per_cycle"] == 5.0  # the measured row is kept whole
 
 
 def test_none_when_the_smallest_fails_and_the_largest_when_all_pass():
-    measure, ran = fake_measure({t: row(5) for t in LADDER})
-    assert calibrate_threshold(measure, LADDER, N, 0.01, 0.01) == (None, [{"threshold": 0.1, "certified": False, **row(5)}])
-    measure, ran = fake_measure({t: row(0) for t in LADDER})
-    assert calibrate_threshold(measure, LADDER, N, 0.01, 0.01)[0] == 0.5 and ran == LADDER
+    measure, *_ = fake_measure({t: row(5) for t in LADDER})
+    assert walk(measure, LADDER) == ({ONE: None}, [{"threshold": 0.1, "within": [], **row(5)}])
+    measure, ran, _ = fake_measure({t: row(0) for t in LADDER})
+    assert walk(measure, LADDER)[0] == {ONE: 0.5} and ran == LADDER
+
+
+def test_each_budget_of_the_ladder_walks_on_until_it_fails():
+    """Budgets 1% (no change in 300 allowed), 2% (1) and 5% (8): each keeps the largest candidate
+    before its own first failure; the walk ends when the last budget fails, and measure hears which
+    budgets are still open (to stop a candidate once beyond all of them)."""
+    two, five = Budget(0.02, 0.02), Budget(0.05, 0.05)
+    measure, ran, opened = fake_measure({0.1: row(0), 0.2: row(1), 0.3: row(1), 0.4: row(9), 0.5: row(0)})
+    chosen, rows = walk(measure, LADDER, (ONE, two, five))
+    assert chosen == {ONE: 0.1, two: 0.3, five: 0.3} and ran == [0.1, 0.2, 0.3, 0.4]
+    assert opened == [[ONE, two, five], [ONE, two, five], [two, five], [two, five]]
+    assert [r["within"] for r in rows] == [[0.01, 0.02, 0.05], [0.02, 0.05], [0.02, 0.05], []]
+    assert ladder_record(chosen, rows, [0.01, 0.02, 0.05]) == [
+        {"budget": 0.01, "threshold": 0.1, "answers_changed": 0, "answer_change_bound": upper_bound(0, N),
+         "gold_losses": 0, "gold_drop_bound": upper_bound(0, N), "vs_lossless": None},
+        {"budget": 0.02, "threshold": 0.3, "answers_changed": 1, "answer_change_bound": upper_bound(1, N),
+         "gold_losses": 0, "gold_drop_bound": upper_bound(0, N), "vs_lossless": None},
+        {"budget": 0.05, "threshold": 0.3, "answers_changed": 1, "answer_change_bound": upper_bound(1, N),
+         "gold_losses": 0, "gold_drop_bound": upper_bound(0, N), "vs_lossless": None}]
 
 
 def test_gold_losses_count_too_and_a_stopped_row_is_not_certified():
-    measure, _ = fake_measure({0.1: row(0), 0.2: row(0, losses=1), 0.3: row(0)})
-    assert calibrate_threshold(measure, [0.1, 0.2, 0.3], N, 0.01, 0.01)[0] == 0.1
-    measure, _ = fake_measure({0.1: row(0), 0.2: row(0, questions=N - 1), 0.3: row(0)})
-    assert calibrate_threshold(measure, [0.1, 0.2, 0.3], N, 0.01, 0.01)[0] == 0.1  # ran 299 of 300: not certified
+    measure, *_ = fake_measure({0.1: row(0), 0.2: row(0, losses=1), 0.3: row(0)})
+    assert walk(measure, [0.1, 0.2, 0.3])[0] == {ONE: 0.1}
+    measure, *_ = fake_measure({0.1: row(0), 0.2: row(0, questions=N - 1), 0.3: row(0)})
+    assert walk(measure, [0.1, 0.2, 0.3])[0] == {ONE: 0.1}  # ran 299 of 300: not certified
 
 
 def test_certified_is_the_bound_not_the_share():
     """1 change in 300 is a third of a percent observed, but its bound (1.6%) breaks a 1% budget; 0 in
     300 is certified at 1%, 0 in 100 is not (3%)."""
-    assert not certified(row(1), N, 0.01, 0.01) and certified(row(1), N, 0.02, 0.02)
-    assert certified(row(0), N, 0.01, 0.01) and not certified(row(0, questions=100), 100, 0.01, 0.01)
+    assert not certified(row(1), N, ONE) and certified(row(1), N, Budget(0.02, 0.02))
+    assert certified(row(0), N, ONE) and not certified(row(0, questions=100), 100, ONE)
 
 
 def test_no_candidates_is_refused():
     with pytest.raises(ValueError, match="at least one candidate"):
-        calibrate_threshold(lambda t: None, [], N, 0.01, 0.01)
+        walk(lambda t, b: None, [])
 
 
 class Same:
@@ -71,12 +98,13 @@ def test_beyond_budget_counts_the_points_changes_and_losses_against_lossless():
               {"spec": "judge@0.1", "qid": "b", "answer": "2", "gold_correct": False},
               {"spec": "judge@0.2", "qid": "c", "answer": "2", "gold_correct": False}]
     runs = lossless + judged
-    assert not _beyond_budget(runs, "judge@0.1", Same, (1, 1))
-    assert _beyond_budget(runs, "judge@0.1", Same, (0, 1)) and _beyond_budget(runs, "judge@0.1", Same, (1, 0))
-    assert not _beyond_budget(runs, "judge@0.3", Same, (0, 0))
+    assert not _beyond_budgets(runs, "judge@0.1", Same, [(1, 1)])
+    assert _beyond_budgets(runs, "judge@0.1", Same, [(0, 1)]) and _beyond_budgets(runs, "judge@0.1", Same, [(1, 0)])
+    assert not _beyond_budgets(runs, "judge@0.1", Same, [(0, 1), (1, 1)])  # within the larger of two open budgets
+    assert not _beyond_budgets(runs, "judge@0.3", Same, [(0, 0)])
     # a response whose rule accepted no mismatch still counts: rounding may have hidden an acceptance
     drifted = lossless + [{"spec": "judge@0.1", "qid": "b", "answer": "2", "gold_correct": False, "judged_accepts": 0}]
-    assert _beyond_budget(drifted, "judge@0.1", Same, (0, 1)) and _beyond_budget(drifted, "judge@0.1", Same, (1, 0))
+    assert _beyond_budgets(drifted, "judge@0.1", Same, [(0, 1)]) and _beyond_budgets(drifted, "judge@0.1", Same, [(1, 0)])
 
 
 def test_default_questions_are_enough_held_out_training_variants():

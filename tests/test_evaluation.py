@@ -15,7 +15,9 @@ from trtllm_autojudge.evaluation import common
 from trtllm_autojudge.evaluation.common import AUTO_HARM_CAPS, judge_thresholds
 from trtllm_autojudge.evaluation.methods import OperatingPoint
 from trtllm_autojudge.evaluation.plot import frontier_x, plot_frontier
-from trtllm_autojudge.evaluation.runner import SUMMARY_COLUMNS, Question, format_table, run_points, summarize, write_summary
+from trtllm_autojudge.evaluation.certificate import pair_fingerprint
+from trtllm_autojudge.evaluation.runner import (SUMMARY_COLUMNS, Question, format_table, run_points, setup_fingerprint,
+                                               summarize, write_summary)
 from trtllm_autojudge.judge.frontier import choose_threshold, sweep_thresholds
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
@@ -44,13 +46,13 @@ def evaluated(tmp_path_factory):
     runs = run_points(target, draft, decode, questions, points, DraftTree.chain(K), checker, out, judge, unimportant,
                       MAX_NEW, progress=False)
     rows = summarize(runs, points, checker, [q.qid for q in questions])
-    return out, runs, rows, points, records, questions, draft
+    return out, runs, rows, points, records, questions, draft, judge, unimportant
 
 
 def test_eval_adds_the_exact_oracle_row(evaluated):
     from trtllm_autojudge.evaluation.cli import oracle_rows
 
-    _, runs, rows, _, records, questions, draft = evaluated
+    _, runs, rows, _, records, questions, draft, *_ = evaluated
     rows = [dict(r) for r in rows]
     meta = oracle_rows(rows, runs, records, questions, draft, DraftTree.chain(K))
     by = {r["spec"]: r for r in rows}
@@ -80,10 +82,10 @@ def test_metrics_are_consistent(evaluated):
 
 
 def test_runs_resume(evaluated):
-    out, runs, _, points, *_ = evaluated
+    out, runs, _, points, *_, judge, unimportant = evaluated
     target, draft = tiny_pair(seed=3)
     again = run_points(target, draft, decode, [Question(r["qid"], [], None) for r in runs if r["spec"] == "lossless"],
-                       [], DraftTree.chain(K), KeyTokens(10), out, None, None, MAX_NEW, progress=False)
+                       points, DraftTree.chain(K), KeyTokens(10), out, judge, unimportant, MAX_NEW, progress=False)
     assert len(again) == len(runs)  # nothing re-run (the prompts given here are empty and would fail)
 
 
@@ -243,7 +245,7 @@ def test_a_judge_point_inside_a_runs_margin_reuses_it_token_for_token(tmp_path):
     assert {first[q]["judged_accepts"] < m for q in limited} == {True, False}  # both cases occur
     other = JudgeHead(judge.coef, judge.mean, judge.scale, judge.intercept + 1e-3, "DT", judge.draft_hidden,
                       judge.target_hidden, 0.5)
-    with pytest.raises(ValueError, match="holds judge runs of another judge .*give another output folder"):
+    with pytest.raises(ValueError, match="holds runs of another setup: judge_weights .*Give another output folder"):
         run("judge@0.4000001", "a", other)  # another judge would resume from (and reuse) this one's runs
 
 
@@ -281,17 +283,44 @@ def test_a_scored_lossless_run_answers_every_judge_point_below_its_margin(tmp_pa
 
 
 def test_a_folder_refuses_runs_of_another_setup(tmp_path):
-    """setup.json: the pair's weights, the tree and the response length of a folder's first run."""
+    """setup.json: the pair's weights, dtype, tree, response length, batch and judge of a folder's
+    first run; every row carries its fingerprint. A run under another setup is refused, naming the
+    field, and leaves the folder as it was."""
     target, draft = tiny_pair(seed=3)
     questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(1, seed=5)]
-    run = lambda tree, new, d=draft: run_points(target, d, decode, questions, [], tree, KeyTokens(window=10),  # noqa: E731
-                                                tmp_path, None, None, new, progress=False)
+    _, _, _, _, judge = _margin_setup(1)
+    run = lambda tree, new, d=draft, batch=1, j=None: run_points(  # noqa: E731
+        target, d, decode, questions, [], tree, KeyTokens(window=10), tmp_path, j, None, new, progress=False, batch=batch)
     run(DraftTree.chain(K), MAX_NEW)
     run(DraftTree.chain(K), MAX_NEW)  # the same setup resumes
-    for tree, new, d, what in [(DraftTree.chain(K + 1), MAX_NEW, draft, "tree"), (DraftTree.chain(K), MAX_NEW + 1, draft,
-                               "max_new_tokens"), (DraftTree.chain(K), MAX_NEW, tiny_pair(seed=4)[1], "pair")]:
-        with pytest.raises(ValueError, match=f"holds runs of another setup: {what} .*Give another output folder"):
-            run(tree, new, d)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    rows = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert rows and {r["setup"] for r in rows} == {setup_fingerprint(json.loads((tmp_path / "setup.json").read_text()))}
+    for kwargs, what in [(dict(tree=DraftTree.chain(K + 1), new=MAX_NEW), "tree"),
+                         (dict(tree=DraftTree.chain(K), new=MAX_NEW + 1), "max_new_tokens"),
+                         (dict(tree=DraftTree.chain(K), new=MAX_NEW, d=tiny_pair(seed=4)[1]), "pair"),
+                         (dict(tree=DraftTree.chain(K), new=MAX_NEW, batch=2), "batch 1 \\(now 2\\)"),
+                         (dict(tree=DraftTree.chain(K), new=MAX_NEW, j=judge), f"judge_weights None \\(now {judge.weights_fingerprint()}\\)")]:
+        with pytest.raises(ValueError, match=f"holds runs of another setup: {what}.*Give another output folder"):
+            run(**kwargs)
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # untouched
+    with (tmp_path / "runs.jsonl").open("a") as f:  # a row appended by another setup's run
+        f.write(json.dumps({**rows[0], "qid": "x", "setup": "0123456789abcdef"}) + "\n")
+    with pytest.raises(ValueError, match="line 2 was written under setup 0123456789abcdef, not this folder's"):
+        run(DraftTree.chain(K), MAX_NEW)
+
+
+def test_a_folder_made_before_setups_were_fingerprinted_is_refused(tmp_path):
+    """A folder whose setup.json lacks the dtype, batch and judge (made before they were recorded)
+    is refused naming them, rather than resumed under a setup it cannot vouch for."""
+    target, draft = tiny_pair(seed=3)
+    questions = [Question(pid, p, gold="0") for pid, p, _ in tiny_prompts(1, seed=5)]
+    (tmp_path / "setup.json").write_text(json.dumps({"pair": pair_fingerprint(target, draft),
+                                                     "tree": {"parents": list(DraftTree.chain(K).parents)},
+                                                     "max_new_tokens": MAX_NEW}))
+    with pytest.raises(ValueError, match=r"another setup: dtype None \(now float32\); batch None \(now 1\)"):
+        run_points(target, draft, decode, questions, [], DraftTree.chain(K), KeyTokens(window=10), tmp_path, None,
+                   None, MAX_NEW, progress=False)
 
 
 def test_stop_ends_a_run_after_the_question_that_asks(tmp_path):
@@ -322,7 +351,7 @@ def test_the_compiled_core_decides_as_the_python_rule(tmp_path, setup):
     assert {q: r["tokens"] for q, r in python.items()} == {q: r["tokens"] for q, r in core.items()}
     assert sum(r["judged_accepts"] for r in core.values()) > 0
     assert {r["accept_impl"] for r in core.values()} == {"core"} and all(r["judge_margin"] is None for r in core.values())
-    with pytest.raises(ValueError, match="judge runs decided by --accept-impl python, this run asks for core"):
+    with pytest.raises(ValueError, match="holds runs of another setup: accept_impl python \\(now core\\)"):
         run("core", "py")
     with pytest.raises(ValueError, match="per-response limit 2\\): use --accept-impl python"):
         run_points(target, draft, decode, questions, parse_points("judge@0.45,2"), DraftTree.chain(K), checker,

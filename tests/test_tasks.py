@@ -399,11 +399,13 @@ def test_task_routes_through_calibrate(toy_verbs, capsys):
     tmp, judge = toy_verbs
     out, common = tmp / "calibrated.safetensors", ["--max-new-tokens", "8", "--k", "2", "--judge", str(judge),
                                                    "--out-dir", str(tmp / "cal")]
-    budgets = ["--max-answer-change", "0.65", "--max-gold-drop", "0.65"]  # 0 of 3 questions bound a share at 63%
+    budgets = ["--max-answer-change", "0.65", "--max-gold-drop", "0.65",  # 0 of 3 questions bound a share at 63%
+               "--answer-budgets", "0.5,0.65"]  # the ladder: 0.5 is beyond 3 questions, 0.65 certifies
     # threshold 0 accepts no mismatch (sigmoid >= 0 rejects), so it is lossless: 0 changed, certified
     assert cli(["calibrate", *TOY, *common, *budgets, "--thresholds", "0", "--out", str(out)]) == 0
-    assert "calibrate: 3 questions; within the budgets at 95%, at most 0 answers changed and 0 gold losses; " \
-           "candidates 0," in capsys.readouterr().out
+    assert "calibrate: 3 questions; within the budgets at 95%, at most 0 answers changed and 0 gold losses (the " \
+           "default threshold); the ladder's budgets 0.5 (needs 5 questions), 0.65 (0 changed); candidates 0, from the " \
+           "smallest up until every budget has failed" in capsys.readouterr().out
     assert {"problems", "prompt_ids", "answer"} <= _used_toy()
     head, record = JudgeHead.load(out), json.loads((tmp / "cal" / "calibration.json").read_text())
     assert head.threshold == 0.0 == record["chosen"]
@@ -418,11 +420,16 @@ def test_task_routes_through_calibrate(toy_verbs, capsys):
     assert cert["answer_change_bound"] == pytest.approx(1 - 0.05 ** (1 / 3)) and cert["dtype"] == "float32"
     assert cert["k"] == 2 and cert["max_new_tokens"] == 8 and len(cert["pair"]) == 33
     assert len(head.meta["certificate"]["question_ids"]) == 3
+    assert [(r["budget"], r["threshold"]) for r in cert["ladder"]] == [(0.5, None), (0.65, 0.0)] == \
+        [(r["budget"], r["threshold"]) for r in record["ladder"]]
     runs = (tmp / "cal" / "runs.jsonl").read_text()
     assert cli(["calibrate", *TOY, *common, *budgets, "--thresholds", "0", "--out", str(out)]) == 0
     assert (tmp / "cal" / "runs.jsonl").read_text() == runs  # resumed: nothing decoded again
     again = tmp / "again.safetensors"
-    assert cli(["calibrate", *TOY, *common[:-4], *budgets, "--judge", str(out), "--out-dir", str(tmp / "cal"),
+    with pytest.raises(SystemExit, match="holds runs of another setup: judge_threshold 0.5 \\(now 0.0\\)"):
+        cli(["calibrate", *TOY, *common[:-4], *budgets, "--judge", str(out), "--out-dir", str(tmp / "cal"),
+             "--thresholds", "0", "--out", str(again)])  # the folder's point "judge" ran at the other default
+    assert cli(["calibrate", *TOY, *common[:-4], *budgets, "--judge", str(out), "--out-dir", str(tmp / "cal2"),
                 "--thresholds", "0", "--out", str(again)]) == 0
     assert JudgeHead.load(again).meta["calibration"]["label_threshold"] == 0.5  # not the calibrated 0
     limited = tmp / "limited.safetensors"  # a per-response limit becomes part of the certified default
@@ -441,6 +448,52 @@ def test_task_routes_through_calibrate(toy_verbs, capsys):
     with pytest.raises(SystemExit):
         cli(["calibrate", *TOY, *common, "--max-answer-change", "5", "--out", str(out)])
     assert "--max-answer-change is a share of the questions" in capsys.readouterr().err
+
+
+def test_answer_budget_picks_the_certified_rung_and_refuses_what_is_not_certified(toy_verbs, capsys):
+    """generate, eval and bench take --answer-budget: the threshold of the judge's certified ladder
+    for that budget, at the settings it was certified under; any other budget, K, or a file without a
+    certificate is refused with what it does certify."""
+    tmp, judge = toy_verbs
+    out = tmp / "laddered.safetensors"
+    common = ["--max-new-tokens", "8", "--k", "2"]
+    assert cli(["calibrate", *TOY, *common, "--judge", str(judge), "--out-dir", str(tmp / "cal"), "--thresholds",
+                "0,0.3", "--max-answer-change", "0.65", "--max-gold-drop", "0.65", "--answer-budgets", "0.5,0.65,0.9",
+                "--out", str(out)]) == 0
+    rungs = {r["budget"]: r["threshold"] for r in JudgeHead.load(out).meta["certificate"]["ladder"]}
+    assert rungs[0.5] is None and rungs[0.65] is not None and rungs[0.9] is not None
+    capsys.readouterr()
+    assert cli(["generate", "q4", *TOY, *common, "--judge", str(out), "--answer-budget", "0.9"]) == 0
+    assert "[judge] " in capsys.readouterr().out
+    questions = tmp / "report.jsonl"
+    questions.write_text('{"question": "q6", "answer": "0"}\n{"question": "q7", "answer": "0"}\n')
+    assert cli(["eval", *TOY, *common, "--questions", str(questions), "--judge", str(out), "--answer-budget", "0.9",
+                "--baselines", "", "--out-dir", str(tmp / "ev")]) == 0
+    summary = json.loads((tmp / "ev" / "summary.json").read_text())
+    assert [r["spec"] for r in summary["rows"]] == ["lossless", f"judge@{rungs[0.9]:g}"]
+    assert "it applies to this run's" in capsys.readouterr().out
+    refusals = [
+        (["--answer-budget", "0.5"], r"certifies the answer budgets 0.65 \(threshold .*\), 0.9 .*not 0.5; no threshold "
+                                     r"was certified within 0.5: give one of those"),
+        (["--answer-budget", "0.02"], "certifies the answer budgets 0.65 .* not 0.02"),
+        (["--answer-budget", "1.5"], r"give a number in \(0, 1\)"),
+        (["--answer-budget", "0.9", "--k", "3"], r"holds for toy, float32, K = 2, 8 new tokens, not for this run \(k 3 "
+                                                 r"\(certified: 2\)\)"),
+        (["--answer-budget", "0.9", "--judge", str(judge)], "this judge file has no certificate"),
+    ]
+    for extra, message in refusals:
+        with pytest.raises(SystemExit, match=message):
+            cli(["generate", "q4", *TOY, *common, "--judge", str(out), *extra])
+    with pytest.raises(SystemExit, match="certifies the answer budgets 0.65 .* not 0.02"):
+        cli(["eval", *TOY, *common, "--questions", str(questions), "--judge", str(out), "--answer-budget", "0.02",
+             "--out-dir", str(tmp / "ev2")])
+    with pytest.raises(SystemExit):
+        cli(["generate", "q4", *TOY, *common, "--judge", str(out), "--answer-budget", "0.9", "--mode", "topk@2"])
+    assert "use it with --mode judge, not 'topk@2'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli(["bench", *TOY, *common, "--judge", str(out), "--answer-budget", "0.9", "--threshold", "0.3"])
+    assert "--threshold and --answer-budget both set the AutoJudge threshold" in capsys.readouterr().err
+    assert cli(["bench", *TOY, *common, "--judge", str(out), "--answer-budget", "0.9", "--repeats", "1"]) == 0
 
 
 def test_task_routes_through_make_judge(toy_verbs):
@@ -463,6 +516,27 @@ def test_task_routes_through_make_judge(toy_verbs):
     assert features.task == "toy" and features.setup == "DD-DT-TD-TT-LS"  # the four blocks and the setups' lookahead ones
     with pytest.raises(SystemExit, match="no shipped judge to install"):
         main(["--work", str(tmp / "work"), *TOY])
+
+
+def test_make_judge_refuses_to_replace_a_certified_judge_unless_forced(toy_verbs, monkeypatch):
+    """A judge made by make_judge has no certificate: installing it over a certified one is refused
+    before any mining, and the certified file is left as it was; --force replaces it."""
+    tmp, judge = toy_verbs
+    certified = tmp / "installed.safetensors"
+    head = JudgeHead.load(judge)
+    head.meta["certificate"] = {"threshold": 0.5}  # its presence is what counts here
+    head.save(certified)
+    before = certified.read_bytes()
+    monkeypatch.setattr(toy_task.ToyTask, "shipped_judge_path", lambda self: certified)
+    main = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["main"]
+    verbs = []
+    main.__globals__["cli"] = lambda argv: verbs.append(argv) or (cli(argv) if argv[0] in ("mine", "features") else 1)
+    with pytest.raises(SystemExit, match="is a certified judge and the one made here would have no certificate: pass "
+                                         "--no-install .* or --force"):
+        main(["--work", str(tmp / "work"), *TOY])
+    assert verbs == [] and certified.read_bytes() == before
+    with pytest.raises(SystemExit, match="training DT failed"):  # forced: it goes on to mine, features and train
+        main(["--work", str(tmp / "work"), *TOY, "--force", "--setups", "DT", "--max-new-tokens", "8"])
 
 
 def test_make_judge_keeps_labels_in_an_archive_that_outlives_the_work_folder(toy_verbs):

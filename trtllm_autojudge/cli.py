@@ -24,9 +24,11 @@ VERBS = {
     "eval": ("trtllm_autojudge.evaluation.cli", "main_eval", "accuracy / accepted-tokens frontier against baselines", "#5"),
     "calibrate": ("trtllm_autojudge.evaluation.calibrate", "main", "set a judge's default threshold by the share of final answers it changes", "#11"),
     "bench": ("trtllm_autojudge.evaluation.cli", "main_bench", "wall-clock: target-only vs lossless vs AutoJudge", "#5"),
+    "speed-model": ("trtllm_autojudge.evaluation.speed_model_cli", "main", "speedup against the target forward's cost in draft steps (offloading), from measured tokens per forward", "#62"),
     "build-plugin": ("build_scripts/build_plugin.py", "main", "build the CUDA/TensorRT plugin library (needs nvcc)", "#6"),
     "build-engines": ("build_scripts/build_engines.py", "main", "build TensorRT-LLM 1.2 engines with the plugin (--route context|stock|eagle)", "#7"),
     "run-engines": ("trtllm_autojudge.trt.runner.engines", "main", "generate with built engines, any route (TensorRT-LLM 1.2, GPU host)", "#7"),
+    "serve": ("trtllm_autojudge.serving.cli", "main", "serve AutoJudge from a real Triton Inference Server on this CPU (docs/serving.md)", "#63"),
     "make-triton-repo": ("build_scripts/make_triton_repo.py", "main", "write a Triton model repository for built engines (--route context|stock|eagle)", "#7"),
 }
 

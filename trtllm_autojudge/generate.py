@@ -5,7 +5,8 @@ import argparse
 
 from .decoding.loading import load_pair
 from .decoding.speculative import speculative_generate
-from .evaluation.common import add_decoding_args, apply_rule_options, draft_tree, load_judge, settle_k
+from .evaluation.common import (add_budget_arg, add_decoding_args, apply_rule_options, budget_judge, draft_tree,
+                                load_judge, settle_k)
 from .evaluation.runner import fused_for
 from .evaluation.methods import OperatingPoint
 from .models.loading import add_model_args
@@ -20,13 +21,19 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cycles", action="store_true", help="print a line per verification cycle")
     add_model_args(p)
     add_decoding_args(p)
+    add_budget_arg(p)
     args = p.parse_args(argv)
     point = OperatingPoint.parse(args.mode)
+    if args.answer_budget is not None and point.spec != "judge":
+        p.error(f"--answer-budget sets the judge's threshold: use it with --mode judge, not {args.mode!r}")
     task = task_from_args(args)
     target, draft, tokenizer = load_pair(args, task)
     settle_k(args, draft)
     judge = load_judge(args, target, draft, required=point.method == "judge", task=task)
     judge = apply_rule_options(judge, args, tokenizer)
+    if args.answer_budget is not None:
+        judge = budget_judge(judge, args.answer_budget, target, draft, task, args.k if args.tree is None else None,
+                             args.tree, args.max_new_tokens)
     rule = point.rule(judge)
     try:
         fused = fused_for(rule, args.accept_impl)

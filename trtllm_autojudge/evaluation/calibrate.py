@@ -6,14 +6,17 @@ final answers that change, and a loose one: how many accepted mismatches a respo
 often accepted ones together flip its answer, both depend on the task and the draft.
 
 This verb measures the answers themselves and CERTIFIES them (:mod:`.certificate`). On calibration
-questions (disjoint from those you will report on: ``build_scripts/heldout_questions.py --exclude``)
-it runs lossless decoding, then the judge at candidate thresholds from the smallest up, and keeps
-the largest candidate whose one-sided 95% Clopper-Pearson upper bound on the share of answers
-changed is within ``--max-answer-change``, and on the share of gold losses within
-``--max-gold-drop``. It stops at the first candidate that fails (fixed-sequence testing: the chosen
-threshold is certified at 95% however many candidates ran, since a bad candidate is only chosen when
-the first bad one in the sequence passes), and a candidate stops as soon as its count of changes
-can no longer stay within its budget, so a failing candidate costs a few questions.
+questions (disjoint from those you will report on: ``build_scripts/heldout_questions.py
+--exclude-draw``) it runs lossless decoding, then the judge at candidate thresholds from the smallest
+up, and keeps the largest candidate whose one-sided 95% Clopper-Pearson upper bound on the share of
+answers changed is within ``--max-answer-change``, and on the share of gold losses within
+``--max-gold-drop``: the judge file's default threshold. Each budget of ``--answer-budgets`` (0.5%,
+1%, 2%, 5% by default) gets its own threshold the same way, the certified LADDER that ``generate``,
+``eval`` and ``bench --answer-budget B`` read. Each budget's walk stops at the first candidate that
+fails it (fixed-sequence testing: its threshold is certified at 95% however many candidates ran,
+since a bad candidate is only chosen when the first bad one in the sequence passes), the
+calibration stops when every budget has failed, and a candidate stops as soon as its count of
+changes is beyond every budget still open, so a failing candidate costs a few questions.
 
 A budget needs enough questions: 0 changes in 299 bound the share at 1%; with fewer the verb
 refuses before loading anything and says how many it needs. More questions let a few changes
@@ -36,7 +39,7 @@ import argparse
 import json
 import math
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -59,32 +62,60 @@ CALIBRATION_SEED = 31337  # default --seed of the training-template variants; th
 CALIBRATION_VARIANTS = 5  # default --variants-per-template: about 350 held-out questions, enough for a 1% budget
 
 
-def certified(row: dict, questions: int, max_answer_change: float, max_gold_drop: float) -> bool:
-    """Whether a summary row ran every question and both its bounds are within their budgets."""
-    return (row["questions"] == questions and row["answer_change_bound"] <= max_answer_change
-            and row["gold_drop_bound"] <= max_gold_drop)
+ANSWER_BUDGETS = (0.005, 0.01, 0.02, 0.05)  # default --answer-budgets: the certified ladder a judge file carries
 
 
-def calibrate_threshold(measure: Callable[[float], dict], candidates: list[float], questions: int,
-                        max_answer_change: float, max_gold_drop: float) -> tuple[float | None, list[dict]]:
-    """(the largest certified candidate before the first failure, or None; the rows of every candidate run).
+@dataclass(frozen=True)
+class Budget:
+    """One fixed-sequence test of the walk: budgets on the shares of answers changed and of gold losses."""
+    answers: float
+    gold: float
 
-    ``measure(t)`` returns the judge's summary row at threshold t, over every question or, when it
-    stopped early, over fewer. Candidates run from the smallest up and the walk stops at the first
-    that is not certified (module docstring).
+
+def certified(row: dict, questions: int, budget: Budget) -> bool:
+    """Whether a summary row ran every question and both its bounds are within ``budget``."""
+    return (row["questions"] == questions and row["answer_change_bound"] <= budget.answers
+            and row["gold_drop_bound"] <= budget.gold)
+
+
+def calibrate_ladder(measure: Callable[[float, list[Budget]], dict], candidates: list[float], questions: int,
+                     budgets: list[Budget]) -> tuple[dict[Budget, float | None], list[dict]]:
+    """({budget: the largest candidate certified within it before the first that fails it, or None};
+    the rows of every candidate run).
+
+    ``measure(t, open_budgets)`` returns the judge's summary row at threshold t, over every question
+    or, when it stopped early (beyond every budget still open), over fewer. Candidates run from the
+    smallest up; each budget's walk stops at the first candidate it does not certify (fixed-sequence
+    testing, so each budget's threshold is certified at 95% on its own), and the calibration stops
+    when no budget is left open.
     """
     ladder = sorted(set(candidates))
     if not ladder:
         raise ValueError("calibrate needs at least one candidate threshold")
-    chosen, rows = None, []
+    chosen: dict[Budget, float | None] = {b: None for b in budgets}
+    still_open, rows = list(dict.fromkeys(budgets)), []
     for t in ladder:
-        row = measure(t)
-        ok = certified(row, questions, max_answer_change, max_gold_drop)
-        rows.append({"threshold": t, "certified": ok, **row})
-        if not ok:
+        if not still_open:
             break
-        chosen = t
+        row = measure(t, still_open)
+        still_open = [b for b in still_open if certified(row, questions, b)]
+        for b in still_open:
+            chosen[b] = t
+        rows.append({"threshold": t, "within": sorted({b.answers for b in still_open}), **row})
     return chosen, rows
+
+
+def ladder_record(chosen: dict[Budget, float | None], rows: list[dict], answer_budgets: list[float]) -> list[dict]:
+    """The certified ladder a certificate carries: per answer budget b (gold drop within b too: a gold
+    loss changes the answer), the largest threshold certified within it, and that row's counts."""
+    by_threshold = {r["threshold"]: r for r in rows}
+    ladder = []
+    for b in sorted(answer_budgets):
+        t = chosen[Budget(b, b)]
+        row = by_threshold.get(t, {})
+        ladder.append({"budget": b, "threshold": t, **{k: row.get(k) for k in (
+            "answers_changed", "answer_change_bound", "gold_losses", "gold_drop_bound", "vs_lossless")}})
+    return ladder
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -99,6 +130,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-gold-drop", type=float, default=0.01,
                    help="largest 95%% upper bound allowed on the share of questions lossless answers right and the "
                         "judge wrong (default 0.01)")
+    p.add_argument("--answer-budgets", default=",".join(f"{b:g}" for b in ANSWER_BUDGETS), metavar="B,B,...",
+                   help="the certified ladder the judge file carries: for each budget on the share of answers "
+                        "changed, the largest threshold certified within it (gold drop within it too), which "
+                        "generate, eval and bench pick with --answer-budget (default %(default)s; the walk goes on "
+                        "until every budget has failed, so a large budget costs candidates)")
     p.add_argument("--max-judged", type=int, default=None,
                    help="at most this many judged acceptances per response (the rest lossless); certified with it")
     p.add_argument("--thresholds", default="auto",
@@ -112,10 +148,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_batch_arg(p)
     args = p.parse_args(argv)
     check_batch(p, args)
-    for name in ("max_answer_change", "max_gold_drop"):
-        if not 0.0 < getattr(args, name) < 1.0:
-            p.error(f"--{name.replace('_', '-')} is a share of the questions: give a number in (0, 1), "
-                    f"got {getattr(args, name)}")
+    try:
+        args.answer_budgets = sorted({float(b) for b in args.answer_budgets.split(",") if b.strip()})
+    except ValueError:
+        p.error(f"--answer-budgets takes comma-separated shares, e.g. 0.005,0.01,0.02,0.05; got {args.answer_budgets!r}")
+    for name, value in [("max_answer_change", args.max_answer_change), ("max_gold_drop", args.max_gold_drop),
+                        *[("answer_budgets", b) for b in args.answer_budgets]]:
+        if not 0.0 < value < 1.0:
+            p.error(f"--{name.replace('_', '-')} is a share of the questions: give a number in (0, 1), got {value:g}")
     if args.max_judged is not None and args.max_judged < 0:
         p.error(f"--max-judged is a number of judged acceptances per response: give 0 or more, got {args.max_judged}")
     return args
@@ -146,32 +186,44 @@ def main(argv: list[str]) -> int:
     qids = [q.qid for q in questions]
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     tree, out_dir = draft_tree(args), Path(args.out_dir)
-    allowed = (most_allowed(n, args.max_answer_change), most_allowed(n, args.max_gold_drop))
+    default = Budget(args.max_answer_change, args.max_gold_drop)
+    budgets = [default, *(Budget(b, b) for b in args.answer_budgets)]
+    allowed = lambda b: (most_allowed(n, b.answers), most_allowed(n, b.gold))  # noqa: E731
     run = lambda points, stop=None: run_points(target, draft, decode, questions, points, tree, task.checker,  # noqa: E731
                                                out_dir, judge, max_new_tokens=args.max_new_tokens, stop=stop,
                                                accept_impl=args.accept_impl, score_lossless=True, batch=args.batch)
     ladder = ", ".join(f"{t:g}" for t in sorted(set(candidates)))
-    print(f"calibrate: {n} questions; within the budgets at {CONFIDENCE:.0%}, at most {allowed[0]} answers changed "
-          f"and {allowed[1]} gold losses; candidates {ladder}, from the smallest up to the first that fails", flush=True)
-    lossless = summarize(run([]), [], task.checker, qids)[0]
+    print(f"calibrate: {n} questions; within the budgets at {CONFIDENCE:.0%}, at most {allowed(default)[0]} answers "
+          f"changed and {allowed(default)[1]} gold losses (the default threshold); the ladder's budgets "
+          f"{', '.join(_rung_allowance(b, n) for b in args.answer_budgets)}; candidates "
+          f"{ladder}, from the smallest up until every budget has failed", flush=True)
+    try:
+        lossless = summarize(run([]), [], task.checker, qids)[0]
+    except ValueError as e:
+        raise SystemExit(f"calibrate: {e}") from None
 
-    def measure(threshold: float) -> dict:
+    def measure(threshold: float, still_open: list[Budget]) -> dict:
         point = OperatingPoint("judge", (threshold,) if args.max_judged is None else (threshold, args.max_judged))
-        beyond = lambda runs: _beyond_budget(runs, point.spec, task.checker, allowed)  # noqa: E731
+        beyond = lambda runs: _beyond_budgets(runs, point.spec, task.checker, [allowed(b) for b in still_open])  # noqa: E731
         row = summarize(run([point], beyond), [point], task.checker, qids)[1]
-        stopped = "" if row["questions"] == n else f" (stopped after {row['questions']} of {n}: beyond the budget)"
+        stopped = "" if row["questions"] == n else f" (stopped after {row['questions']} of {n}: beyond every budget)"
         print(f"{point.spec}: {row['answers_changed']} answers changed, bound {row['answer_change_bound']:.2%}; "
               f"{row['gold_losses']} gold losses, bound {row['gold_drop_bound']:.2%}; {row['vs_lossless']:.3f}x the "
               f"tokens per target forward of lossless [{row['vs_lossless_lo']:.3f}, {row['vs_lossless_hi']:.3f}]"
               f"{stopped}", flush=True)
         return row
 
-    chosen, rows = calibrate_threshold(measure, candidates, n, args.max_answer_change, args.max_gold_drop)
+    certified_at, rows = calibrate_ladder(measure, candidates, n, budgets)
+    chosen = certified_at[default]
+    for r in rows:
+        r["certified"] = chosen is not None and r["threshold"] <= chosen
+    ladder_rungs = ladder_record(certified_at, rows, args.answer_budgets)
     label_threshold = judge.meta.get("calibration", {}).get("label_threshold", judge.threshold)  # calibrated again?
     record = {"questions": n, "question_set": question_set(args, qids), "max_answer_change": args.max_answer_change,
               "max_gold_drop": args.max_gold_drop, "max_judged": args.max_judged, "dtype": dtype_name(target.dtype),
               "k": args.k if args.tree is None else None, "tree": args.tree, "max_new_tokens": args.max_new_tokens,
-              "label_threshold": label_threshold, "chosen": chosen, "lossless": lossless, "candidates": rows,
+              "label_threshold": label_threshold, "chosen": chosen, "ladder": ladder_rungs, "lossless": lossless,
+              "candidates": rows,
               "command": shlex.join(["trtllm-autojudge", "calibrate", *argv])}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "calibration.json").write_text(json.dumps({"judge": judge_record(judge_file, judge), **record}, indent=1))
@@ -191,7 +243,8 @@ def main(argv: list[str]) -> int:
         max_answer_change=args.max_answer_change, gold_losses=best["gold_losses"],
         gold_drop_bound=best["gold_drop_bound"], max_gold_drop=args.max_gold_drop, confidence=CONFIDENCE,
         task=task.name, dtype=dtype_name(target.dtype), k=args.k if args.tree is None else None, tree=args.tree,
-        max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft), **rule_fields(judge.meta))
+        max_new_tokens=args.max_new_tokens, pair=pair_fingerprint(target, draft), ladder=ladder_rungs,
+        **rule_fields(judge.meta))
     compact = {"label_threshold": label_threshold, "command": record["command"],
                "candidates": [{k: r[k] for k in ("threshold", "certified", "questions", "answers_changed", "gold_losses",
                                                  "vs_lossless")} for r in rows]}
@@ -208,11 +261,18 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _beyond_budget(runs: list[dict], spec: str, checker, allowed: tuple[int, int]) -> bool:
+def _rung_allowance(budget: float, n: int) -> str:
+    """A ladder budget as the opening line reads it: the changes it allows in ``n`` questions."""
+    most = most_allowed(n, budget)
+    return f"{budget:g} ({most} changed)" if most >= 0 else f"{budget:g} (needs {questions_needed(budget)} questions)"
+
+
+def _beyond_budgets(runs: list[dict], spec: str, checker, allowed: list[tuple[int, int]]) -> bool:
     """Whether the ``spec`` runs so far already hold more answers changed, or gold losses, than a
-    certified row may (``allowed``: the most of each, :func:`.certificate.most_allowed`)."""
+    row certified within any budget still open may (``allowed``: the most of each per budget,
+    :func:`.certificate.most_allowed`)."""
     lossless = {r["qid"]: r for r in runs if r["spec"] == "lossless"}
     mine = [r for r in runs if r["spec"] == spec and r["qid"] in lossless]
     changed = sum(not checker.same(r["answer"], lossless[r["qid"]]["answer"]) for r in mine)
     losses = sum(bool(lossless[r["qid"]]["gold_correct"]) and not r["gold_correct"] for r in mine)
-    return changed > allowed[0] or losses > allowed[1]
+    return all(changed > a or losses > g for a, g in allowed)

@@ -116,6 +116,7 @@ class Certificate:
     veto: list[str]  # the judge's token veto classes (judge/veto.py; [] for none)
     min_run: int | None = None  # tokens a judged acceptance must open (decoding/modes.py JudgeRule; None: any)
     min_target_prob: float | None = None  # the target's least probability of its own token at a judged mismatch
+    ladder: list[dict] | None = None  # per answer budget, the largest threshold certified within it (calibrate)
 
     def as_meta(self) -> dict:
         return asdict(self)
@@ -126,7 +127,7 @@ class Certificate:
         if not meta:
             return None
         names = {f.name for f in fields(cls)}
-        missing = names - set(meta) - {"min_run", "min_target_prob"}  # certificates made before these rules have none
+        missing = names - set(meta) - {"min_run", "min_target_prob", "ladder"}  # certificates made before these have none
         if missing:
             raise ValueError(f"the judge file's certificate lacks {sorted(missing)}: calibrate the judge again")
         try:
@@ -145,8 +146,16 @@ class Certificate:
         return (f"threshold {self.threshold:g}{limit}: answers changed <= {self.answer_change_bound:.2%} and gold drop "
                 f"<= {self.gold_drop_bound:.2%} ({self.confidence:.0%} upper bounds; {self.answers_changed} changed and "
                 f"{self.gold_losses} gold losses in {self.questions} calibration questions ({describe(self.question_set)}); budgets "
-                f"{self.max_answer_change:g} / {self.max_gold_drop:g}; {self.task}, {self.dtype}, "
-                f"{'K = ' + str(self.k) if self.tree is None else 'tree ' + self.tree}, {self.max_new_tokens} new tokens)")
+                f"{self.max_answer_change:g} / {self.max_gold_drop:g}; {self.where()}){self.ladder_line()}")
+
+    def ladder_line(self) -> str:
+        """The ladder's rungs as a user reads them ('' for a certificate without a ladder)."""
+        if not self.ladder:
+            return ""
+        rungs = [f"{r['budget']:g} -> " + ("none" if r["threshold"] is None else
+                                           f"{r['threshold']:g} ({r['vs_lossless']:.3f}x lossless)")
+                 for r in self.ladder]
+        return "; certified per answer budget (--answer-budget): " + ", ".join(rungs)
 
     def mismatches(self, *, task: str, dtype: str, k: int | None, tree: str | None, max_new_tokens: int,
                    pair: str | None, threshold: float, max_judged: int | None, veto: list[str],
@@ -160,10 +169,37 @@ class Certificate:
         out = []
         for key, value in mine.items():
             certified = getattr(self, key)
-            same = math.isclose(value, certified, rel_tol=1e-12) if key == "threshold" else value == certified
+            if key == "threshold":  # the default, or a rung of the ladder
+                same = any(math.isclose(value, t, rel_tol=1e-12) for t in self.budgets().values())
+            else:
+                same = value == certified
             if not same:
                 out.append(f"{key} {value} (certified: {certified})")
         return out
+
+    def budgets(self) -> dict[float, float]:
+        """{answer budget: the threshold certified within it}: the ladder's certified rungs, and the
+        default threshold's own budget (a certificate made before ladders has only that one)."""
+        rungs = {r["budget"]: r["threshold"] for r in self.ladder or () if r["threshold"] is not None}
+        return {self.max_answer_change: self.threshold, **rungs}
+
+    def threshold_for(self, budget: float) -> float:
+        """The threshold certified within ``budget`` on the share of answers changed; ValueError saying
+        what the certificate does certify when it holds no such rung."""
+        certified = self.budgets()
+        match = next((b for b in certified if math.isclose(b, budget, rel_tol=1e-9)), None)
+        if match is None:
+            rungs = ", ".join(f"{b:g} (threshold {t:g})" for b, t in sorted(certified.items()))
+            failed = [r["budget"] for r in self.ladder or () if r["threshold"] is None]
+            tried = f"; no threshold was certified within {', '.join(f'{b:g}' for b in failed)}" if failed else ""
+            raise ValueError(f"the judge's certificate ({self.where()}) certifies the answer budgets {rungs}, not "
+                             f"{budget:g}{tried}: give one of those, or calibrate with --answer-budgets")
+        return certified[match]
+
+    def where(self) -> str:
+        """The decoding the certificate holds for, in a few words."""
+        window = f"K = {self.k}" if self.tree is None else f"tree {self.tree}"
+        return f"{self.task}, {self.dtype}, {window}, {self.max_new_tokens} new tokens"
 
     def overlap(self, question_ids: list[str]) -> int:
         """How many of ``question_ids`` were calibration questions."""

@@ -23,7 +23,8 @@ from ..models.loading import add_model_args
 from ..tasks import add_task_args, task_from_args
 from .bench import assisted_mode, run_bench, speculative_modes, target_only_mode
 from .certificate import Certificate
-from .common import (add_batch_arg, add_decoding_args, apply_rule_options, certificate_lines, check_batch, draft_tree,
+from .common import (add_batch_arg, add_budget_arg, add_decoding_args, apply_rule_options, budget_judge,
+                     certificate_lines, check_batch, draft_tree,
                      judge_certificate, judge_path, judge_record, judge_thresholds, load_judge_file, question_set,
                      questions_from, refuse_calibration_questions, settle_k)
 from .methods import OperatingPoint, judge_points
@@ -67,9 +68,10 @@ def oracle_rows(rows: list[dict], runs: list[dict], records: list[dict], questio
 def main_eval(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="trtllm-autojudge eval", description=__doc__)
     p.add_argument("--out-dir", default="out/eval", help="runs.jsonl (resumable), summary.json/.csv, frontier.png")
-    p.add_argument("--thresholds", default="auto",
+    p.add_argument("--thresholds", default=None,
                    help="judge thresholds to sweep: numbers, or 'auto' (from the judge file's validation frontier: "
-                        "important-accept rates of at most 1, 2, 5, 10, 20%%); '' for none")
+                        "important-accept rates of at most 1, 2, 5, 10, 20%%); '' for none (default: auto, or none "
+                        "with --answer-budget)")
     p.add_argument("--max-judged", type=int, default=None,
                    help="judge points allow at most this many judged acceptances per response (the rest lossless; "
                         "default: the judge file's own limit, set by calibrate --max-judged, else none)")
@@ -90,12 +92,15 @@ def main_eval(argv: list[str]) -> int:
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
     add_decoding_args(p)
+    add_budget_arg(p)
     add_batch_arg(p)
     args = p.parse_args(argv)
     check_batch(p, args)
+    if args.thresholds is None:
+        args.thresholds = "" if args.answer_budget is not None else "auto"
     task = task_from_args(args)
     problems = load_problems(args, task, held_out=True)
-    judge_file = judge_path(args, required=bool(args.thresholds), task=task)
+    judge_file = judge_path(args, required=bool(args.thresholds) or args.answer_budget is not None, task=task)
     if judge_file is not None and Path(judge_file).is_file():  # before loading the models: a refusal costs nothing
         refuse_calibration_questions(Certificate.from_meta(JudgeHead.load(judge_file).meta.get("certificate")),
                                      [problem_id(p.question) for p in problems], "eval")
@@ -103,6 +108,9 @@ def main_eval(argv: list[str]) -> int:
     settle_k(args, draft)
     judge = None if judge_file is None else load_judge_file(judge_file, target, draft)
     judge = apply_rule_options(judge, args, tokenizer)
+    if args.answer_budget is not None:
+        judge = budget_judge(judge, args.answer_budget, target, draft, task, args.k if args.tree is None else None,
+                             args.tree, args.max_new_tokens)
     checker = task.checker
     questions = questions_from(problems, tokenizer, task)
     certificate, mismatches = judge_certificate(judge, target, draft, task, args.k if args.tree is None else None,
@@ -113,6 +121,8 @@ def main_eval(argv: list[str]) -> int:
     limit = args.max_judged if args.max_judged is not None else None if judge is None else judge.meta.get("max_judged")
     points = judge_points(judge_thresholds(args.thresholds, judge), limit)
     points += parse_points(args.baselines)
+    if args.answer_budget is not None:  # the budget's rung, by its threshold: one folder may hold several rungs
+        points += [p for p in judge_points([judge.threshold], limit) if p.spec not in {q.spec for q in points}]
     unimportant = None
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +170,8 @@ def main_bench(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="trtllm-autojudge bench", description=__doc__)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threshold", type=float, default=None, help="AutoJudge threshold (default: the judge file's)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="AutoJudge threshold (default: the judge file's, or its --answer-budget rung)")
     p.add_argument("--compare-judge", action="append", default=[], metavar="PATH",
                    help="another judge file, run as one more mode (autojudge-2, ...) at its own default threshold; "
                         "repeatable")
@@ -179,9 +190,12 @@ def main_bench(argv: list[str]) -> int:
     add_model_args(p)
     add_problem_args(p, split="eval", variants=0)
     add_decoding_args(p)
+    add_budget_arg(p)
     args = p.parse_args(argv)
     if args.limit is None:
         args.limit = 5
+    if args.threshold is not None and args.answer_budget is not None:
+        p.error("--threshold and --answer-budget both set the AutoJudge threshold: give one")
     if args.eagle is not None and not is_eagle_draft(args.eagle):
         p.error(f"--eagle takes 'eagle' (the task's shipped head) or 'eagle:HEAD', got {args.eagle!r}")
     if args.assisted and is_eagle_draft(args.draft):
@@ -192,6 +206,9 @@ def main_bench(argv: list[str]) -> int:
     settle_k(args, draft)
     files = [judge_path(args, required=True, task=task), *args.compare_judge]
     judges = [apply_rule_options(load_judge_file(path, target, draft), args, tokenizer) for path in files]
+    if args.answer_budget is not None:
+        judges[0] = budget_judge(judges[0], args.answer_budget, target, draft, task,
+                                 args.k if args.tree is None else None, args.tree, args.max_new_tokens)
     questions = questions_from(problems, tokenizer, task)
     tree = draft_tree(args)
     rules = [JudgeRule.at_default(judges[0], args.threshold)] + [JudgeRule.at_default(judge) for judge in judges[1:]]

@@ -55,6 +55,36 @@ def add_decoding_args(parser: argparse.ArgumentParser) -> None:
                         "file's own gate; 0 for none")
 
 
+def add_budget_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--answer-budget", type=float, default=None, metavar="B",
+                        help="run the judge at the threshold its certificate proves within this share of answers "
+                             "changed (e.g. 0.01), read from the judge file's certified ladder (calibrate "
+                             "--answer-budgets); refused when the file certifies no such budget, or certifies "
+                             "another K, dtype, token budget, pair or rule than this run's")
+
+
+def budget_judge(judge: JudgeHead, budget: float, target, draft, task: Task, k: int | None, tree: str | None,
+                 max_new_tokens: int) -> JudgeHead:
+    """``judge`` with its default threshold set to the one its certificate proves within ``budget``
+    (``--answer-budget``), for this run's settings; SystemExit saying what it does certify otherwise.
+    Never a silent fall back to an uncertified threshold."""
+    if not 0.0 < budget < 1.0:
+        raise SystemExit(f"--answer-budget is a share of the questions whose answer may change: give a number in "
+                         f"(0, 1), e.g. 0.01, got {budget:g}")
+    certificate, mismatches = judge_certificate(judge, target, draft, task, k, tree, max_new_tokens)
+    if certificate is None:
+        raise SystemExit("--answer-budget: this judge file has no certificate, so no threshold is certified within any "
+                         "budget; certify one with `trtllm-autojudge calibrate`, or give --threshold(s)")
+    if mismatches:
+        raise SystemExit(f"--answer-budget: the judge's certificate holds for {certificate.where()}, not for this run ("
+                         + "; ".join(mismatches) + "): run with its settings, or calibrate the judge for yours")
+    try:
+        threshold = certificate.threshold_for(budget)
+    except ValueError as e:
+        raise SystemExit(f"--answer-budget: {e}") from None
+    return replace(judge, threshold=threshold)
+
+
 def add_batch_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1, metavar="B",
                         help="questions decoded at once, their forwards packed into one (models/packed_sessions.py): "

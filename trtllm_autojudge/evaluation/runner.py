@@ -20,12 +20,15 @@ lets every judge point whose cut lies below the response's smallest judged logit
 candidate threshold then decodes only the questions where it would accept something. (Its seconds
 include scoring the judge, so ``eval`` keeps plain lossless runs for its tokens/s.)
 
-One output folder holds one decoding setup (the pair's weights, the tree, the response length:
-``setup.json``) and one judge: a run that would resume from another's runs refuses, asking for
-another folder.
+One output folder holds one setup, recorded in ``setup.json`` by its first run and fingerprinted
+on every row of ``runs.jsonl`` (``setup``): the pair's weights, the dtype, the tree (K), the token
+budget, the batch, the judge (its weights and rule: veto, minimum run, gate), its default
+threshold and per-response limit (what the point ``judge`` runs at), and who decides its cycles. A run under another setup refuses to resume there, naming the
+field that differs, and leaves the folder untouched.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -45,6 +48,7 @@ from ..decoding.speculative import speculative_generate
 from ..decoding.tree import DraftTree
 from ..judge.head import JudgeHead
 from ..mining.store import append_record, read_records, repair_tail
+from ..models.dtype import dtype_name
 from ..models.packed_sessions import ForwardPool, PackedLM
 from ..models.protocol import LanguageModel
 from ..models.transformers_backend import TransformersLM
@@ -117,17 +121,22 @@ def run_points(
         raise ValueError(f"batch is a number of questions decoded at once: give 1 or more, got {batch}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    check_folder_setup(out_dir, {"pair": pair_fingerprint(target, draft), "tree": tree_record(tree),
-                                 "max_new_tokens": max_new_tokens})
-    runs_path = out_dir / "runs.jsonl"
-    repair_tail(runs_path)
-    runs, _ = read_records(runs_path, required=("spec", "qid"))
     judge_id = None if judge is None else judge.fingerprint()
     weights_id = None if judge is None else judge.weights_fingerprint()
-    other_judge = next((r["judge_weights"] for r in runs if r.get("judge_weights") not in (None, weights_id)), None)
-    if weights_id is not None and other_judge is not None:
-        raise ValueError(f"{runs_path} holds judge runs of another judge (weights fingerprint {other_judge}; this one's "
-                         f"is {weights_id}): give another output folder")
+    setup = {"pair": pair_fingerprint(target, draft), "dtype": dtype_name(target.dtype), "tree": tree_record(tree),
+             "max_new_tokens": max_new_tokens, "batch": batch, "judge_weights": weights_id,
+             "judge_threshold": None if judge is None else judge.threshold,  # what the point "judge" runs at
+             "max_judged": None if judge is None else judge.meta.get("max_judged"),
+             "accept_impl": None if judge is None else accept_impl}
+    runs_path = out_dir / "runs.jsonl"
+    check_folder_setup(out_dir, setup)
+    setup_id = setup_fingerprint(setup)
+    repair_tail(runs_path)
+    runs, _ = read_records(runs_path, required=("spec", "qid"))
+    stray = next((i for i, r in enumerate(runs) if r.get("setup") != setup_id), None)
+    if stray is not None:
+        raise ValueError(f"{runs_path} line {stray + 1} was written under setup {runs[stray].get('setup')}, not this "
+                         f"folder's {setup_id} (setup.json): give another output folder")
     done = {(r["spec"], r["qid"]) for r in runs}
     points = [OperatingPoint("lossless")] + [p for p in points if p.method != "lossless"]
     rules = {p.spec: p.rule(judge, unimportant) for p in points}
@@ -135,10 +144,6 @@ def run_points(
     if scored:  # threshold 0 accepts nothing: lossless tokens, with the judge's margin (module docstring)
         rules["lossless"] = JudgeRule(judge, 0.0)
     fused = {spec: fused_for(rule, accept_impl) for spec, rule in rules.items()}
-    other = next((r for r in runs if r.get("judge") and r.get("accept_impl", "python") != accept_impl), None)
-    if other is not None:
-        raise ValueError(f"{runs_path} holds judge runs decided by --accept-impl {other.get('accept_impl', 'python')}, "
-                         f"this run asks for {accept_impl}: give another output folder")
     margins = MarginIndex(judge_id, runs, None if judge is None else judge.meta.get("max_judged"))
     todo = [(q, [p for p in points if (p.spec, q.qid) not in done]) for q in questions]
     bar = tqdm(total=sum(len(ps) for _, ps in todo), desc="eval", unit="run", disable=not progress, file=sys.stderr)
@@ -157,7 +162,7 @@ def run_points(
                 seconds = time.perf_counter() - t0
                 with lock:  # a task's checker need not be thread-safe
                     answer = checker.answer(decode(res.tokens), q.example)
-                rec = {"spec": p.spec, "qid": q.qid, "tokens": res.tokens, "answer": answer,
+                rec = {"spec": p.spec, "qid": q.qid, "setup": setup_id, "tokens": res.tokens, "answer": answer,
                        "gold_correct": q.gold is not None and checker.same(answer, q.gold), "seconds": seconds,
                        **res.summary(), **({"judge": judge_id, "judge_weights": weights_id, "accept_impl": accept_impl}
                           if p.method == "judge" or (scored and p.method == "lossless") else {}),
@@ -216,10 +221,15 @@ def tree_record(tree: DraftTree | DynamicTree) -> dict:
     return {"parents": parents} if parents is not None else {"dynamic": asdict(tree)}
 
 
+def setup_fingerprint(setup: dict) -> str:
+    """16 hex digits of SHA-256 over a folder's setup (module docstring), as each of its rows carries it."""
+    return hashlib.sha256(json.dumps(setup, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def check_folder_setup(out_dir: Path, setup: dict) -> None:
-    """One output folder holds the runs of one decoding setup (the pair's weights, the tree, the
-    response length), recorded in ``setup.json`` by its first run: a rerun with another refuses,
-    since it would resume from runs that are not its own."""
+    """One output folder holds the runs of one setup (module docstring), recorded in ``setup.json``
+    by its first run: a rerun with another refuses, naming each field that differs, since it would
+    resume from runs that are not its own."""
     path = out_dir / "setup.json"
     if not path.is_file():
         path.write_text(json.dumps(setup, indent=1))
