@@ -34,7 +34,8 @@ import sys
 from pathlib import Path
 
 from trtllm_autojudge.trt.triton.config import make_repository
-from trtllm_autojudge.trt.triton.cpu import ReferencePair, make_cpu_repository
+from trtllm_autojudge.trt.triton.cpu import make_cpu_repository
+from trtllm_autojudge.trt.triton.cpu_args import add_cpu_route_args, cpu_route_from_args
 from trtllm_autojudge.trt.triton.eagle import make_eagle_repository
 from trtllm_autojudge.trt.triton.stock import make_stock_repository
 
@@ -84,32 +85,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def add_cpu_route_args(group) -> None:
-    """The CPU route's options (shared with `trtllm-autojudge serve`)."""
-    defaults = ReferencePair()
-    group.add_argument("--task", default=defaults.task, help=f"the prompt format and shipped models (default {defaults.task})")
-    group.add_argument("--target", default=defaults.target, help="'tuned', 'raw' or a local HF checkpoint folder")
-    group.add_argument("--draft", default=defaults.draft, help="'embedded', a draft file or a local HF checkpoint folder")
-    group.add_argument("--draft-vocab", default=defaults.draft_vocab, help="as in generate (default auto)")
-    group.add_argument("--judge", default=None, help="judge file (default: the task's shipped judge for the embedded pair)")
-    group.add_argument("--dtype", default=defaults.dtype, choices=["auto", "float32", "bfloat16"])
-    group.add_argument("--cpu-linear", default=defaults.cpu_linear, choices=["auto", "rows", "torch"])
-    group.add_argument("--threads", type=int, default=None, help="torch CPU threads of each stand-in")
-    group.add_argument("--max_draft_tokens", type=int, default=16, help="the largest num_draft_tokens a request may ask")
-    group.add_argument("--max_draft_width", type=int, default=1, help="the largest draft_width a request may ask")
-
-
-def cpu_route(args) -> tuple[ReferencePair, dict]:
-    """The pair and :func:`make_cpu_repository`'s keyword arguments from :func:`add_cpu_route_args`' options."""
-    pair = ReferencePair(target=args.target, draft=args.draft, draft_vocab=args.draft_vocab, task=args.task,
-                         dtype=args.dtype, cpu_linear=args.cpu_linear, threads=args.threads)
-    return pair, dict(judge=args.judge, max_draft_tokens=args.max_draft_tokens, max_draft_width=args.max_draft_width)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.route == "cpu":
-        pair, options = cpu_route(args)
+        pair, options = cpu_route_from_args(args)
         try:
             written = make_cpu_repository(args.output_dir, pair, bls_instances=args.bls_instances, **options)
         except ValueError as e:

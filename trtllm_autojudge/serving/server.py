@@ -120,9 +120,10 @@ class TritonServer:
             raise ServerError(f"repository index: HTTP {status} {body[:200]!r}")
         return {m["name"]: m for m in json.loads(body)}
 
-    def wait_ready(self, models: Sequence[str], timeout: float = 300.0) -> dict[str, dict]:
+    def wait_ready(self, models: Sequence[str] | None, timeout: float = 300.0) -> dict[str, dict]:
         """Wait for the end of start-up loading; raise :class:`ServerError` unless every one of ``models``
-        is READY (with each failed model's reason). Returns the repository index."""
+        (None: every model of the repository) is READY, with each failed model's reason. Returns the
+        repository index."""
         deadline = time.monotonic() + timeout
         while True:
             if self.process is None or self.process.poll() is not None:
@@ -139,6 +140,7 @@ class TritonServer:
                                   f"({self.log_path}) ends:\n{self.log_tail()}")
             time.sleep(0.2)
         index = self.repository_index()
+        models = list(index) if models is None else models
         failed = {m: index.get(m, {"state": "MISSING", "reason": "not in the repository"}) for m in models
                   if index.get(m, {}).get("state") != "READY"}
         if failed:

@@ -72,6 +72,11 @@ class SessionCache:
         self.fed_tokens += len(tokens)
         return out
 
+    @property
+    def cached_tokens(self) -> int:
+        """KV entries held over every request (the caches' memory, in tokens)."""
+        return sum(seq.session.cached_len for seq in self.sequences.values())
+
     def release(self, key: str) -> bool:
         """Free the request's cache; False when it holds none."""
         return self.sequences.pop(key, None) is not None

@@ -38,3 +38,22 @@ def call(model_name: str, inputs: dict[str, np.ndarray], outputs: list[str], req
     if response.has_error():
         raise pb_utils.TritonModelException(f"{model_name}: {response.error().message()}")
     return response
+
+
+class CacheGauges:
+    """Two gauges on Triton's metrics endpoint for a stand-in's per-request KV caches
+    (:class:`trtllm_autojudge.trt.triton.stand_ins.SessionCache`): the requests holding one and the
+    tokens they hold, labelled with the model's name."""
+
+    def __init__(self, model_name: str):
+        labels = {"model": model_name}
+        # a Metric works only while its MetricFamily lives: keep both
+        self.families = [pb_utils.MetricFamily(name=f"autojudge_kv_cached_{what}", description=description,
+                                               kind=pb_utils.MetricFamily.GAUGE)
+                         for what, description in (("requests", "requests whose KV cache a CPU stand-in keeps"),
+                                                   ("tokens", "KV cache entries a CPU stand-in keeps, over its requests"))]
+        self.requests, self.tokens = (family.Metric(labels=labels) for family in self.families)
+
+    def update(self, cache) -> None:
+        self.requests.set(len(cache.sequences))
+        self.tokens.set(cache.cached_tokens)

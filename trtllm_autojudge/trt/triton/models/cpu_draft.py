@@ -12,7 +12,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from trtllm_autojudge.trt.triton.cpu import load_stand_in_model
-from trtllm_autojudge.trt.triton.models._common import input_array, model_parameters
+from trtllm_autojudge.trt.triton.models._common import CacheGauges, input_array, model_parameters
 from trtllm_autojudge.trt.triton.stand_ins import CachedDraftEngine
 from trtllm_autojudge.trt.triton.tensors import STOP_TENSOR
 
@@ -24,6 +24,7 @@ def row_key(request_id, b, batch):
 class TritonPythonModel:
     def initialize(self, args):
         _, draft = load_stand_in_model(model_parameters(args)["engine_dir"], "draft")
+        self.gauges = CacheGauges(args["model_name"])
         self.engine = CachedDraftEngine(draft)
 
     def draft(self, request):
@@ -65,4 +66,5 @@ class TritonPythonModel:
                 responses.append(pb_utils.InferenceResponse(output_tensors=self.draft(request)))
             except Exception as e:  # report per request; Triton keeps serving the others
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
+        self.gauges.update(self.engine.cache)
         return responses

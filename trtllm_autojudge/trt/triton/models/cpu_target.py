@@ -13,7 +13,7 @@ import triton_python_backend_utils as pb_utils
 from trtllm_autojudge.judge.head import JudgeHead
 from trtllm_autojudge.trt.engine.io_spec import EngineBlock
 from trtllm_autojudge.trt.triton.cpu import load_stand_in_model
-from trtllm_autojudge.trt.triton.models._common import input_array, model_parameters
+from trtllm_autojudge.trt.triton.models._common import CacheGauges, input_array, model_parameters
 from trtllm_autojudge.trt.triton.stand_ins import CachedTargetEngine
 from trtllm_autojudge.trt.triton.tensors import (ACCEPTANCE_TENSORS, CYCLE_TENSORS, STOP_TENSOR, acceptance_to_tensors,
                                                  tensors_to_cycle)
@@ -23,6 +23,7 @@ class TritonPythonModel:
     def initialize(self, args):
         config, target = load_stand_in_model(model_parameters(args)["engine_dir"], "target")
         head = JudgeHead.load(EngineBlock.from_engine_config(config).judge_file)
+        self.gauges = CacheGauges(args["model_name"])
         self.engine = CachedTargetEngine(target, head)
 
     def verify(self, request):
@@ -45,4 +46,5 @@ class TritonPythonModel:
                     output_tensors=[pb_utils.Tensor(k, outputs[k]) for k in ACCEPTANCE_TENSORS]))
             except Exception as e:  # report per request; Triton keeps serving the others
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
+        self.gauges.update(self.engine.cache)
         return responses
