@@ -69,6 +69,7 @@ DRAFT_MODEL_CLS_NAME = "AutoJudgeDraftLLaMAForCausalLM"
 STOCK_MODEL_CLS_NAME = "AutoJudgeStockLLaMAForCausalLM"
 EAGLE_MODEL_CLS_NAME = "AutoJudgeEagleForCausalLM"
 PLUGINS = ["--gpt_attention_plugin", "auto", "--gemm_plugin", "auto", "--remove_input_padding", "enable"]
+STREAMABLE = ("target", "draft")  # --weight_streaming's choices; the draft's is refused with the reason
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -109,6 +110,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     eagle.add_argument("--threshold_source", choices=THRESHOLD_SOURCES, default="request",
                        help="request: each request's EagleConfig(posterior_threshold) (run-engines); engine: --threshold "
                             "for every request (Triton's backend sets no per-request EagleConfig)")
+    ap.add_argument("--weight_streaming", nargs="?", const="target", default=None, choices=STREAMABLE,
+                    help="build the target engine for TensorRT's weight streaming (trtllm-build --weight_streaming, "
+                         "with --gemm_plugin disable: only non-plugin weights stream), so `run-engines "
+                         "--gpu_weights_percent P` keeps a share P of its weights on the GPU and streams the rest "
+                         "from the host each forward: the offloaded regime where long draft windows pay "
+                         "(docs/deploy.md, 'Weight streaming')")
     ap.add_argument("--max_input_len", type=int, default=1024, help="longest prompt in tokens")
     ap.add_argument("--max_new_tokens", type=int, default=512, help="longest generation in tokens")
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs the conversion")
@@ -139,9 +146,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                          "max_non_leaves_per_layer") if getattr(args, n) is not None]
         if eagle_args or args.dynamic_tree:
             ap.error(f"{eagle_args or ['--dynamic_tree']} belong to --route eagle")
+    if args.weight_streaming == "draft":
+        ap.error("--weight_streaming draft: the draft runs K steps per cycle, so streaming its weights would cost K "
+                 "transfers a cycle where the target's cost one; stream the target (--weight_streaming)")
     if args.judge is None:
         args.judge = str(task_judge(task_from_args(args), args.route))
     return args
+
+
+def stream_target_weights(build: list[str]) -> list[str]:
+    """The target's ``trtllm-build`` command built for weight streaming: ``--weight_streaming`` on, and
+    the GEMM plugin off, since only weights outside plugins stream (docs/deploy.md, 'Weight
+    streaming'). The AutoJudgeAccept plugin's fields (the judge's few weights) stay on the GPU."""
+    if "--gemm_plugin" not in build:
+        raise ValueError("stream_target_weights takes a trtllm-build command with --gemm_plugin")
+    out = list(build)
+    out[out.index("--gemm_plugin") + 1] = "disable"
+    return out + ["--weight_streaming"]
 
 
 def task_judge(task: Task, route: str) -> Path:
@@ -342,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
               "tensorrt-llm==1.2.*` (docs/deploy.md). `--dry-run` prints the commands without it.", file=sys.stderr)
         return 2
     commands = route.commands(args, block, block_file)
+    if args.weight_streaming:  # every route builds its target (the EAGLE route: target and head) last
+        commands[-1] = stream_target_weights(commands[-1])
     if args.dry_run:
         print(f"# {block_file}\n{json.dumps(block.to_json(), indent=2)}")
         for cmd in commands:

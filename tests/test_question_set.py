@@ -80,3 +80,23 @@ def test_every_shipped_certificate_names_a_regenerable_question_set(asset):
     assert record["recipe"].startswith("python build_scripts/heldout_questions.py --task ")
     assert f"--seed {record['seed']}" in record["recipe"] and record["count"] == certificate.questions
     assert record["ids_sha256"] == ids_digest(certificate.question_ids)
+
+
+class TrainedTask(SeededTask):
+    def trained_questions(self):
+        return {"t0 v1"}
+
+
+def test_a_held_out_file_that_overlaps_training_is_refused_naming_the_count(tmp_path):
+    """calibrate, eval and bench read --questions as held out: a file holding questions the shipped
+    models were trained or mined on is refused, naming how many, not silently used."""
+    import argparse
+
+    from trtllm_autojudge.data.sources import load_problems
+
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"question": "t0 v1", "answer": "0"}\n{"question": "t0 v2", "answer": "0"}\n')
+    args = argparse.Namespace(questions=str(path), limit=None)
+    with pytest.raises(SystemExit, match="1 of the 2 questions of .* are training-template questions"):
+        load_problems(args, TrainedTask(), held_out=True)
+    assert len(load_problems(args, TrainedTask(), held_out=False)) == 2  # mining may use them

@@ -45,6 +45,12 @@ def load_problems(args: argparse.Namespace, task, held_out: bool = False, rounds
             problems = task.load_jsonl(args.questions)
         except ValueError as e:
             raise SystemExit(str(e)) from None
+        trained = task.trained_questions() if held_out else set()
+        overlap = sum(p.question in trained for p in problems)
+        if overlap:  # a held-out set must be disjoint from training, as the template draws below are
+            raise SystemExit(f"{overlap} of the {len(problems)} questions of {args.questions} are training-template "
+                             f"questions the shipped adapter, draft or judge of {task.name} were trained or mined on: "
+                             f"give held-out questions (build_scripts/heldout_questions.py leaves those out)")
     else:
         problems = task.problems(args.split, args.originals, args.variants_per_template, args.seed)
         if held_out and args.split == "train":  # held out = never trained on, checked by question text

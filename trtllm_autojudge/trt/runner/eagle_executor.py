@@ -39,13 +39,15 @@ def request_thresholds(block: EagleBlock, requested: list[float | None]) -> list
 class ExecutorEagleTarget:
     """The EAGLE-route engine through the executor bindings (what ``ModelRunnerCpp`` wraps)."""
 
-    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int, kv_cache_fraction: float | None = None):
+    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int, kv_cache_fraction: float | None = None,
+                 gpu_weights_percent: float = 1.0):
         _require_tensorrt_llm()
         from tensorrt_llm.bindings import executor as trtllm
 
         config, self.block = route_target(engine_dir, EagleBlock, EAGLE_BLOCK_KEY, "eagle")
         self.trtllm, self.end_id, self.pad_id = trtllm, end_id, pad_id
-        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, [], decoding_config=
+        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, [],
+                                        gpu_weights_percent=gpu_weights_percent, decoding_config=
                                         trtllm.DecodingConfig(decoding_mode=trtllm.DecodingMode.Eagle(),
                                                               eagle_config=trtllm.EagleConfig(
                                                                   **executor_eagle_config(self.block))))

@@ -49,7 +49,7 @@ from ..engine.stock_spec import STOCK_BLOCK_KEY, StockBlock
 from ..plugin.library import load_plugin_library
 from .chain_drafter import ChainTreeDrafter, DraftOutput
 from .eagle_executor import ExecutorEagleTarget, eagle_rows
-from .executor_calls import _require_tensorrt_llm, leader_executor, route_target, run_requests
+from .executor_calls import _require_tensorrt_llm, check_gpu_weights_percent, leader_executor, route_target, run_requests
 from .loop import DraftProposal, check_thresholds, engine_generate
 from .packing import PackedCycle, chain_tree, engine_feed
 from .stock_loop import stock_generate
@@ -119,13 +119,15 @@ class ExecutorStockTarget:
     reuse for a draft-target target). The engine's plugin has rewritten the logits, so the runtime's
     exact-match acceptance returns the judge-approved prefix and one target token."""
 
-    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int, kv_cache_fraction: float | None = None):
+    def __init__(self, engine_dir: str | Path, *, end_id: int, pad_id: int, kv_cache_fraction: float | None = None,
+                 gpu_weights_percent: float = 1.0):
         _require_tensorrt_llm()
         from tensorrt_llm.bindings import executor as trtllm
 
         config, self.block = route_target(engine_dir, StockBlock, STOCK_BLOCK_KEY, "stock")
         self.trtllm, self.end_id, self.pad_id = trtllm, end_id, pad_id
-        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, [])
+        self.executor = leader_executor(trtllm, engine_dir, config, kv_cache_fraction, [],
+                                        gpu_weights_percent=gpu_weights_percent)
 
     def verify(self, prefixes: list[list[int]], drafts: list[list[int]]) -> list[list[int]]:
         trtllm = self.trtllm
@@ -144,7 +146,7 @@ class ExecutorStockTarget:
 class EngineTargetVerifier:
     """The AutoJudge target engine through ``tensorrt_llm.runtime.Session`` (every MPI rank)."""
 
-    def __init__(self, engine_dir: str | Path, *, rank: int, check_ranks: bool = False):
+    def __init__(self, engine_dir: str | Path, *, rank: int, check_ranks: bool = False, gpu_weights_percent: float = 1.0):
         _require_tensorrt_llm()
         import tensorrt as trt
         import torch
@@ -169,6 +171,9 @@ class EngineTargetVerifier:
         torch.cuda.set_device(rank % gpus_per_node)
         load_plugin_library(self.block.plugin_library)  # before deserializing: the engine holds the plugin
         self.session = Session.from_serialized_engine((engine_dir / f"rank{rank}.engine").read_bytes())
+        # A weight-streaming engine gets its execution context only here (Session._init skips it when
+        # engine.streamable_weights_size > 0), with its GPU budget; other engines take 1 and keep theirs.
+        self.session._set_weight_streaming(check_gpu_weights_percent(gpu_weights_percent, config, engine_dir))
         engine = self.session.engine
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         self.inputs = {n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT}
@@ -236,8 +241,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "(context route)")
     ap.add_argument("--kv_cache_fraction", type=float, default=0.4,
                     help="stock and EAGLE routes: GPU memory share of each executor's KV cache")
+    ap.add_argument("--gpu_weights_percent", type=float, default=1.0,
+                    help="share of the target engine's streamable weights kept on the GPU, the rest streamed from "
+                         "the host each forward (an engine built with build-engines --weight_streaming; 0 to 1, "
+                         "default 1)")
     ap.add_argument("--output", help="JSONL of per-request results (rank 0)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if not 0.0 <= args.gpu_weights_percent <= 1.0:
+        ap.error(f"--gpu_weights_percent is the share of the target's streamable weights kept on the GPU: give a "
+                 f"number in [0, 1], got {args.gpu_weights_percent:g}")
+    return args
 
 
 def read_requests(args: argparse.Namespace) -> list[dict]:
@@ -275,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--draft_engine_dir: the context and stock routes draft on a draft engine")
     if StockBlock.from_engine_config(target_config) is not None:
         return run_stock(args, requests, prompts, tokenizer, rank)
-    verifier = EngineTargetVerifier(args.target_engine_dir, rank=rank, check_ranks=args.check_ranks)
+    verifier = EngineTargetVerifier(args.target_engine_dir, rank=rank, check_ranks=args.check_ranks,
+                                    gpu_weights_percent=args.gpu_weights_percent)
     block = verifier.block
     tree = chain_tree(args.depth or block.max_path_len - 1, args.width)
     if tree.num_nodes > block.max_draft_nodes or len(tree.paths) > block.max_paths or tree.max_depth + 1 > block.max_path_len:
@@ -312,7 +326,7 @@ def run_eagle(args: argparse.Namespace, requests: list[dict], prompts: list[list
     eos = tokenizer.eos_token_id
     target = ExecutorEagleTarget(args.target_engine_dir, end_id=eos,
                                  pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
-                                 kv_cache_fraction=args.kv_cache_fraction)
+                                 kv_cache_fraction=args.kv_cache_fraction, gpu_weights_percent=args.gpu_weights_percent)
     requested = [r.get("threshold", args.threshold) for r in requests]
     if rank == 0:
         outputs = target.generate(prompts, requested, args.max_new_tokens)
@@ -332,7 +346,7 @@ def run_stock(args: argparse.Namespace, requests: list[dict], prompts: list[list
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     target = ExecutorStockTarget(args.target_engine_dir, end_id=eos, pad_id=pad,
-                                 kv_cache_fraction=args.kv_cache_fraction)
+                                 kv_cache_fraction=args.kv_cache_fraction, gpu_weights_percent=args.gpu_weights_percent)
     draft = ExecutorDraftEngine(args.draft_engine_dir, end_id=eos, pad_id=pad, kv_cache_fraction=args.kv_cache_fraction)
     depth = args.depth or target.block.max_draft_len
     if depth > target.block.max_draft_len:
