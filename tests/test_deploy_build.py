@@ -4,12 +4,12 @@ import ast
 import importlib.util
 import json
 import runpy
-import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dry_run import flag, read_dry_run
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.tasks import base as tasks_base
 from trtllm_autojudge.tasks.builtin import Gsm8kCotTask, Gsm8kProgramTask
@@ -37,13 +37,7 @@ def dry_run(capsys, tmp_path, *extra, setup="DT"):
     argv = ["--draft_model_dir", "hf/draft", "--target_model_dir", "hf/target", "--judge", judge_file(tmp_path, setup),
             "--plugin_lib", "libautojudge_trt_plugin.so", "--output_dir", str(tmp_path / "out"), "--dry-run", *extra]
     assert build_main(argv) == 0
-    out = capsys.readouterr().out.splitlines()
-    block_end = out.index("}")
-    return json.loads("\n".join(out[1:block_end + 1])), [shlex.split(line) for line in out[block_end + 1:]]
-
-
-def flag(cmd, name):
-    return cmd[cmd.index(name) + 1]
+    return read_dry_run(capsys.readouterr().out)
 
 
 def test_dry_run_prints_convert_and_build_commands(capsys, tmp_path):

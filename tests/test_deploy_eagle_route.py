@@ -17,6 +17,7 @@ import torch
 
 from eagle_heads import random_eagle_head
 from tiny_models import tiny_pair
+from dry_run import flag, read_dry_run
 from trtllm_autojudge.decoding.dynamic_tree import DynamicTree
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
@@ -46,13 +47,7 @@ def dry_run(capsys, tmp_path, *tree, setup="DT"):
             str(tmp_path / "out"), "--tp_size", "2", "--max_requests", "3", "--max_input_len", "100",
             "--max_new_tokens", "50", "--dry-run", *tree]
     assert build_main(argv) == 0
-    out = capsys.readouterr().out.splitlines()
-    end = out.index("}")
-    return json.loads("\n".join(out[1:end + 1])), [shlex.split(line) for line in out[end + 1:]]
-
-
-def flag(cmd, name):
-    return cmd[cmd.index(name) + 1]
+    return read_dry_run(capsys.readouterr().out)
 
 
 def test_static_tree_dry_run(capsys, tmp_path):

@@ -1,14 +1,13 @@
 """Long draft windows on the engine routes (issue 62): weight streaming in the build commands and the
 runner, and a 64-token window through each route's loop on the reference engines."""
 import dataclasses
-import json
 import runpy
-import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dry_run import flag, read_dry_run
 from tiny_models import EOS, VOCAB, tiny_pair
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
@@ -45,13 +44,7 @@ def dry_run(capsys, tmp_path, route, *extra):
             "--output_dir", str(tmp_path / "out"), "--max_input_len", "100", "--max_new_tokens", "50", "--dry-run",
             *ROUTE_ARGS[route], *extra]
     assert build_main(argv) == 0
-    out = capsys.readouterr().out.splitlines()
-    end = out.index("}")
-    return json.loads("\n".join(out[1:end + 1])), [shlex.split(line) for line in out[end + 1:]]
-
-
-def flag(cmd, name):
-    return cmd[cmd.index(name) + 1]
+    return read_dry_run(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("route", sorted(ROUTE_ARGS))

@@ -4,7 +4,6 @@ reference engines against the reference speculative loop (same tokens, same acce
 import dataclasses
 import json
 import runpy
-import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +12,7 @@ import pytest
 
 from test_deploy_loop import pair64, prompts, random_head  # noqa: F401  (pair64 is a fixture)
 from tiny_models import EOS
+from dry_run import flag, read_dry_run
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.speculative import greedy_generate, speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
@@ -187,21 +187,14 @@ def test_stock_block_round_trip_through_checkpoint_and_engine_config(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # build-engines --route stock
 
-def flag(cmd, name):
-    return cmd[cmd.index(name) + 1]
-
-
 def test_build_engines_route_stock_dry_run(capsys, tmp_path):
     argv = ["--route", "stock", "--draft_model_dir", "hf/draft", "--target_model_dir", "hf/target",
             "--judge", str(judge_file(tmp_path)), "--plugin_lib", "libautojudge_trt_plugin.so", "--output_dir",
             str(tmp_path / "out"), "--tp_size", "4", "--draft_tp_size", "1", "--depth", "6", "--max_requests", "3",
             "--max_input_len", "100", "--max_new_tokens", "50", "--threshold", "0.25", "--dry-run"]
     assert build_main(argv) == 0
-    out = capsys.readouterr().out.splitlines()
-    end = out.index("}")
-    block = json.loads("\n".join(out[1:end + 1]))
+    block, (conv_draft, conv_target, build_draft, build_target) = read_dry_run(capsys.readouterr().out)
     assert block["threshold"] == 0.25 and block["max_draft_len"] == 6
-    conv_draft, conv_target, build_draft, build_target = [shlex.split(line) for line in out[end + 1:]]
     assert flag(conv_draft, "--tp_size") == "1" and flag(conv_target, "--tp_size") == "4"
     assert "--stock_block" in conv_target and "--stock_block" not in conv_draft
     assert "--model_cls_file" not in build_draft  # a stock draft
