@@ -5,5 +5,6 @@
 - :mod:`.torch_ops`: ``torch.ops.autojudge.accept`` and ``torch.ops.autojudge.rewrite_logits``
   (host core on CPU tensors, CUDA kernels on CUDA tensors); importing it registers the ops.
 - :mod:`.cuda_extension`: builds the CUDA binding with torch's extension tools (GPU hosts).
-- :mod:`.build`: finds or builds the libraries through ``build_scripts/build_plugin.py``.
+- :mod:`.plugin_build`: builds the libraries with CMake (``trtllm-autojudge build-plugin``);
+- :mod:`.build`: finds them, or builds them on first use.
 """

@@ -1,4 +1,4 @@
-"""Find or build the compiled libraries of ``plugins/`` (through ``build_scripts/build_plugin.py``).
+"""Find or build the compiled libraries of ``plugins/`` (through :mod:`.plugin_build`).
 
 The libraries are built from a source checkout: the repository's ``plugins/`` folder next to this
 package. ``$AUTOJUDGE_HOST_LIBRARY`` points at a prebuilt host library instead;
@@ -7,31 +7,20 @@ package. ``$AUTOJUDGE_HOST_LIBRARY`` points at a prebuilt host library instead;
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "build_scripts" / "build_plugin.py"
-PLUGIN_SOURCES = REPO_ROOT / "plugins"
+from . import plugin_build
 
 
 def build_script() -> ModuleType:
-    """``build_scripts/build_plugin.py`` as a module (loaded once per process)."""
-    name = "autojudge_build_plugin"
-    if name in sys.modules:
-        return sys.modules[name]
-    if not BUILD_SCRIPT.is_file() or not (PLUGIN_SOURCES / "CMakeLists.txt").is_file():
+    """The plugin builder (:mod:`.plugin_build`), once the plugin sources are known to be next to
+    this package."""
+    if not (plugin_build.SOURCE_DIR / "CMakeLists.txt").is_file():
         raise FileNotFoundError(
-            f"the plugin sources are not next to this package ({PLUGIN_SOURCES} and {BUILD_SCRIPT}): build the "
-            f"libraries from a source checkout with `trtllm-autojudge build-plugin`, or set AUTOJUDGE_HOST_LIBRARY to "
-            f"a built libautojudge_host.so")
-    spec = importlib.util.spec_from_file_location(name, BUILD_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+            f"the plugin sources are not next to this package ({plugin_build.SOURCE_DIR}): build the libraries "
+            f"from a source checkout with `trtllm-autojudge build-plugin`, or set AUTOJUDGE_HOST_LIBRARY to a built "
+            f"libautojudge_host.so")
+    return plugin_build
 
 
 def cuda_toolchain_available() -> bool:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from .build import PLUGIN_SOURCES, REPO_ROOT
+from .plugin_build import REPO, SOURCE_DIR
 
 KERNEL_SOURCES = ("score_nodes.cu", "accept_tree.cu", "rewrite_logits.cu", "rewrite_tree_logits.cu")
 
@@ -29,15 +29,15 @@ def cuda_extension() -> ModuleType:
                            "CPU tensors run the host core")
     if not is_ninja_available():
         raise RuntimeError("torch.utils.cpp_extension needs ninja to build the CUDA op: pip install ninja")
-    binding = PLUGIN_SOURCES / "torch" / "accept_op.cpp"
+    binding = SOURCE_DIR / "torch" / "accept_op.cpp"
     if not binding.is_file():
         raise FileNotFoundError(f"{binding} is missing: the CUDA op is built from a source checkout of the repository")
-    build_dir = Path(os.environ.get("AUTOJUDGE_TORCH_EXT_DIR", REPO_ROOT / "build" / "torch_ext"))
+    build_dir = Path(os.environ.get("AUTOJUDGE_TORCH_EXT_DIR", REPO / "build" / "torch_ext"))
     build_dir.mkdir(parents=True, exist_ok=True)
     return load(
         name="autojudge_cuda_ops",
-        sources=[str(binding)] + [str(PLUGIN_SOURCES / "src" / "kernels" / s) for s in KERNEL_SOURCES],
-        extra_include_paths=[str(PLUGIN_SOURCES / "include"), str(PLUGIN_SOURCES / "src")],
+        sources=[str(binding)] + [str(SOURCE_DIR / "src" / "kernels" / s) for s in KERNEL_SOURCES],
+        extra_include_paths=[str(SOURCE_DIR / "include"), str(SOURCE_DIR / "src")],
         extra_cflags=["-O3"],
         extra_cuda_cflags=["-O3"],
         build_directory=str(build_dir),

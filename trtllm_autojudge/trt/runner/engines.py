@@ -201,7 +201,7 @@ class EngineTargetVerifier:
         missing = self.inputs - set(feed) - {"all_reduce_workspace"}
         if missing:
             raise RuntimeError(f"the target engine has inputs this runner does not fill: {sorted(missing)}; rebuild it "
-                               f"with build_scripts/build_engines.py (context-only, packed rows)")
+                               f"with `trtllm-autojudge build-engines` (context-only, packed rows)")
         tensors = {}
         for name, (array, on_host) in feed.items():
             if name not in self.inputs:
