@@ -100,6 +100,22 @@ def load_pair(args: argparse.Namespace, task=None):
     return target, draft, tokenizer
 
 
+def load_draft_model(args: argparse.Namespace, task=None):
+    """The draft alone, loaded and adapted as :func:`load_pair` loads it, without loading the target
+    when the draft is a checkpoint folder of its own (a draft made from the embedded target needs the
+    target: then it is :func:`load_pair`'s)."""
+    if is_embedded_draft(args.draft):
+        return load_pair(args, task)[1]
+    dtype = _resolve_dtype(args)
+    draft, tokenizer = _hf(args.draft, args.device)
+    draft.model.to(dtype)
+    for what, made_in in draft.artifact_dtypes.items():
+        check_artifact_dtype(what, made_in, dtype_name(dtype))
+    _use_draft_vocab(draft, getattr(args, "draft_vocab", "none"), args.draft, tokenizer, task)
+    _adapt_cpu_modules(getattr(args, "cpu_linear", "auto"), (draft.model,), draft.head)
+    return draft
+
+
 def load_target_model(args: argparse.Namespace, task=None):
     """(target, tokenizer) alone, as :func:`load_pair` loads the target: for a drafter that is no
     model (an EAGLE head reads the target's states)."""

@@ -133,9 +133,9 @@ def make_cpu_repository(out_dir: str | Path, pair: ReferencePair = ReferencePair
 
 def load_stand_in_model(engine_dir: str | Path, role: str):
     """(config.json of a stand-in's folder, its model): ``role`` "draft" or "target", loaded from the
-    block ``reference_runtime`` as ``trtllm-autojudge generate`` loads the pair. Errors name the
-    file or folder that is missing."""
-    from ...models.loading import load_pair, load_target_model
+    block ``reference_runtime`` as ``trtllm-autojudge generate`` loads the pair (a draft of its own
+    folder without the target). Errors name the file or folder that is missing."""
+    from ...models.loading import load_draft_model, load_target_model
     from ...tasks import load_task
 
     path = Path(engine_dir) / "config.json"
@@ -145,6 +145,6 @@ def load_stand_in_model(engine_dir: str | Path, role: str):
         task = load_task(pair.task)
         if role == "target":
             return config, load_target_model(pair.args(), task)[0]
-        return config, load_pair(pair.args(), task)[1]
-    except SystemExit as e:  # the loaders' messages name what is missing
-        raise RuntimeError(f"{path}: {e}") from None
+        return config, load_draft_model(pair.args(), task)
+    except (SystemExit, OSError, ValueError) as e:  # the loaders' messages name what is missing
+        raise RuntimeError(f"the {role} of {path} did not load: {e}") from None
