@@ -2,7 +2,7 @@
 
 One accepted mismatch can send a response down another path, with another number of cycles, so
 on 100 questions two operating points a few percent apart are often within each other's noise
-(docs/results.md, "The default threshold calibrated by answers"). Every summary row carries the
+(docs/notebook/program-draft30-judges.md, "The default threshold calibrated by answers"). Every summary row carries the
 interval beside its ratio.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ the mismatches at every depth is, its acceptance rate per depth is ``alpha + (1 
 
 The model assumes what favours the oracle: a harmless share the same at every depth and along the
 oracle's own trajectory, and a draft as good after an accepted mismatch as after a match. Checked
-against exact oracle replays of the 8-layer draft (``build_scripts/oracle_model.py``), it
+against exact oracle replays of the 8-layer draft (``experiments/oracle_model.py``), it
 overstates them. So a goal above the model's oracle is beyond every judge that keeps answers.
 
 Words: ``alphas`` is the [D] alpha per depth; a number of tokens is per cycle (per target forward).

@@ -4,7 +4,7 @@ A verify pass over a draft window computes more than the hidden state at a misma
 (the DT block): it also runs the target over the draft's own continuation of that node, c1 and
 c2 (the draft's greedy tokens after it, the nodes that follow it in a chain). How the target
 carries on from the draft's token tells which mismatches are harmless better than the state at
-the token alone (docs/results.md, "A lookahead judge"). Blocks, in the vocabulary of
+the token alone (docs/notebook/program-lookahead-judge.md, "A lookahead judge"). Blocks, in the vocabulary of
 :mod:`.head` (<model's hidden state> on the draft-token sequence, k tokens later):
 
   DT1, DT2  the target's hidden state with c1 / c2 as the input token   [Ht] each

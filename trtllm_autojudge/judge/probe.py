@@ -2,9 +2,9 @@
 
 A certified threshold lives in the judge's left tail: the share of harmless mismatches it accepts
 while accepting only a small share of the harmful ones. ``train`` reports ROC-AUC over the whole
-range; the probes of ``build_scripts/token_class_probe.py`` (other judge inputs),
-``build_scripts/judge_label_sources.py`` (other training labels) and
-``build_scripts/judge_model_probe.py`` (other model families than the linear judge) report both.
+range; the probes of ``experiments/token_class_probe.py`` (other judge inputs),
+``experiments/judge_label_sources.py`` (other training labels) and
+``experiments/judge_model_probe.py`` (other model families than the linear judge) report both.
 """
 from __future__ import annotations
 

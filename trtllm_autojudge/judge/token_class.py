@@ -1,6 +1,6 @@
 """Token classes of a mismatch: where it sits in the program and what its two tokens are.
 
-Used by research tools (``build_scripts/judged_swaps.py``, ``build_scripts/token_class_probe.py``),
+Used by research tools (``experiments/judged_swaps.py``, ``experiments/token_class_probe.py``),
 not by the judge the runtimes run: a judge reads hidden states only (:mod:`.head`).
 
 A mismatch at ``tokens[index]`` (the target wanted ``target``, the draft wrote ``draft``) is in a
