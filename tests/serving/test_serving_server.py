@@ -21,7 +21,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from conftest import CONTEXT
+from tiny_served_pair import CONTEXT
 from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.speculative import speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
