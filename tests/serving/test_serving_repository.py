@@ -7,7 +7,6 @@ import json
 import shutil
 
 from test_deploy_triton import model_config_pb2, parse
-from trtllm_autojudge.serving.install import find_triton
 from trtllm_autojudge.serving.server import Ports, TritonServer, free_port
 from trtllm_autojudge.trt.triton.cpu import CPU_MODELS, make_cpu_repository
 from trtllm_autojudge.trt.triton.tensors import ACCEPTANCE_TENSORS, CYCLE_TENSORS
@@ -36,7 +35,7 @@ def test_the_cpu_repository_parses_and_speaks_the_engine_routes_names(tiny_check
     assert limits["judge_file"] == str(tiny_checkpoints.judge.resolve())
 
 
-def test_a_missing_checkpoint_and_judge_fail_their_models_by_path(tiny_checkpoints, tmp_path):
+def test_a_missing_checkpoint_and_judge_fail_their_models_by_path(triton, tiny_checkpoints, tmp_path):
     """The target's weights and the judge file are gone once the repository is written: the target
     stand-in and the BLS fail to load with the paths in their reasons; the draft, preprocessing and
     postprocessing serve."""
@@ -48,7 +47,7 @@ def test_a_missing_checkpoint_and_judge_fail_their_models_by_path(tiny_checkpoin
                         bls_instances=1)
     (target / "model.safetensors").unlink()
     judge.unlink()
-    server = TritonServer(find_triton(), tmp_path / "repo", tmp_path, Ports(free_port(), free_port(), free_port()))
+    server = TritonServer(triton, tmp_path / "repo", tmp_path, Ports(free_port(), free_port(), free_port()))
     with server:
         server.wait_ready(["preprocessing", "postprocessing", "tensorrt_llm_draft"], timeout=170)
         index = server.repository_index()

@@ -72,7 +72,7 @@ def read_lines(stream, lines: list[str], ready: threading.Event) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(tiny_checkpoints, tmp_path_factory):
+def served(triton, tiny_checkpoints, tmp_path_factory):
     """`trtllm-autojudge serve` on the tiny pair, 2 BLS instances; stopped with SIGINT at the end,
     which must end it cleanly."""
     ports = Ports(free_port(), free_port(), free_port())
@@ -267,7 +267,7 @@ def test_concurrent_requests_each_get_their_own_answer(served, runtime):
                                                            for q in questions]
 
 
-def test_serve_refuses_a_busy_port_naming_the_flag(capsys):
+def test_serve_refuses_a_busy_port_naming_the_flag(triton, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()

@@ -32,6 +32,8 @@ class TritonPythonModel:
         lengths = input_array(request, "input_lengths").reshape(-1)  # [B]
         B = input_ids.shape[0]
         stop = input_array(request, STOP_TENSOR[0], np.zeros(B, bool)).reshape(-1)  # [B]
+        if stop.any() != stop.all():
+            raise ValueError(f"stop must be the same for every row of a request, got {stop.tolist()}")
         if stop.all():
             for b in range(B):
                 self.engine.cache.release(row_key(request.request_id(), b, B))
