@@ -3,6 +3,7 @@ import argparse
 import csv
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -158,7 +159,7 @@ def test_auto_thresholds_follow_the_judge_frontier():
 
 def test_missing_shipped_judge_is_optional_unless_required(tmp_path, monkeypatch):
     task = Gsm8kCotTask()
-    monkeypatch.setattr(task, "shipped_judge_path", lambda: tmp_path / "judge_gsm8k.safetensors")
+    monkeypatch.setattr(task, "shipped_judge_path", lambda k=None: tmp_path / "judge_gsm8k.safetensors")
     args = argparse.Namespace(judge=None, target="tuned", draft="embedded")
     assert common.load_judge(args, None, None, required=False, task=task) is None  # baselines-only eval runs without one
     with pytest.raises(SystemExit, match="no judge is shipped for the embedded pair on task gsm8k-cot .*make_judge.py"):
@@ -169,6 +170,21 @@ def test_missing_shipped_judge_is_optional_unless_required(tmp_path, monkeypatch
     with pytest.raises(SystemExit, match="judge file .*absent.safetensors not found"):
         common.load_judge(argparse.Namespace(judge=str(tmp_path / "absent.safetensors"), target="tuned",
                                              draft="embedded"), None, None, required=False, task=task)
+
+
+def test_the_embedded_pair_takes_the_judge_certified_for_its_window(monkeypatch):
+    """A task may ship a judge per chain window (its certificate's K): the embedded pair's default at
+    that --k; other windows, trees and user pairs take the task's judge or none."""
+    task = Gsm8kCotTask()
+    monkeypatch.setattr(task, "shipped_window_judges", {32: "judge_window_32.safetensors"})
+    assert task.shipped_judge_path(32).name == "judge_window_32.safetensors"
+    assert task.shipped_judge_path(16) == task.shipped_judge_path() == task.shipped_judge_path(None)
+    monkeypatch.setattr(task, "shipped_judge_path", lambda k=None: Path(f"judge_k{k}.safetensors"))
+    monkeypatch.setattr(Path, "is_file", lambda self: True)
+    pick = lambda **kw: common.judge_path(argparse.Namespace(judge=None, target="tuned", draft="embedded", **kw),  # noqa: E731
+                                          required=True, task=task)
+    assert pick(k=32, tree=None).name == "judge_k32.safetensors"
+    assert pick(k=32, tree="2,1").name == "judge_kNone.safetensors"  # a tree is no chain window
 
 
 def test_judge_record_names_a_shipped_judge_by_its_place_in_the_package(tmp_path, monkeypatch):

@@ -527,7 +527,7 @@ def test_make_judge_refuses_to_replace_a_certified_judge_unless_forced(toy_verbs
     head.meta["certificate"] = {"threshold": 0.5}  # its presence is what counts here
     head.save(certified)
     before = certified.read_bytes()
-    monkeypatch.setattr(toy_task.ToyTask, "shipped_judge_path", lambda self: certified)
+    monkeypatch.setattr(toy_task.ToyTask, "shipped_judge_path", lambda self, k=None: certified)
     main = runpy.run_path(str(REPO / "build_scripts" / "make_judge.py"), run_name="make_judge")["main"]
     verbs = []
     main.__globals__["cli"] = lambda argv: verbs.append(argv) or (cli(argv) if argv[0] in ("mine", "features") else 1)

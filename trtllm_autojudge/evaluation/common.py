@@ -131,7 +131,7 @@ def judge_path(args: argparse.Namespace, required: bool, task: Task) -> Path | N
                              f"--eagle-judge PATH), a target-only judge; `trtllm-autojudge calibrate --draft eagle` "
                              f"certifies one for them")
         return None
-    shipped = task.shipped_judge_path()
+    shipped = task.shipped_judge_path(None if getattr(args, "tree", None) else getattr(args, "k", None))
     if args.target in EMBEDDED_TARGETS and args.draft == "embedded":
         if shipped is not None and shipped.is_file():
             return shipped

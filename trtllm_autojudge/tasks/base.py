@@ -38,6 +38,10 @@ class Task:
         File names under ``trtllm_autojudge/assets`` of the tuned target's EAGLE head (``--draft
         eagle``; saved without the target's embedding) and of the judge calibrated on its drafts (the
         default judge with ``--draft eagle``). None: none is shipped.
+    shipped_window_judges : dict[int, str]
+        {K: file name under ``trtllm_autojudge/assets``} of judges certified for a chain of K draft
+        tokens (their certificate's ``k``), the embedded pair's default judge at that ``--k``; other
+        windows take ``shipped_judge``.
     """
 
     name: str = ""
@@ -48,6 +52,7 @@ class Task:
     shipped_draft_vocab: str | None = None
     shipped_eagle_head: str | None = None
     shipped_eagle_judge: str | None = None
+    shipped_window_judges: dict[int, str] = {}
 
     def __init__(self) -> None:
         self.checker: TaskChecker = self.make_checker()
@@ -81,8 +86,11 @@ class Task:
         """Prompt + response + end-of-turn as token ids, and the number of prompt tokens."""
         return chat_training_ids(tokenizer, problem.question, self.response_text(problem), self.system_prompt)
 
-    def shipped_judge_path(self) -> Path | None:
-        return ASSETS / self.shipped_judge if self.shipped_judge else None
+    def shipped_judge_path(self, k: int | None = None) -> Path | None:
+        """The embedded pair's judge: the one certified for a chain of ``k`` draft tokens where one is
+        shipped, else the task's judge (None: none is shipped)."""
+        name = self.shipped_window_judges.get(k, self.shipped_judge)
+        return ASSETS / name if name else None
 
     def shipped_eagle_judge_path(self) -> Path | None:
         return ASSETS / self.shipped_eagle_judge if self.shipped_eagle_judge else None

@@ -150,7 +150,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--weight_streaming draft: the draft runs K steps per cycle, so streaming its weights would cost K "
                  "transfers a cycle where the target's cost one; stream the target (--weight_streaming)")
     if args.judge is None:
-        args.judge = str(task_judge(task_from_args(args), args.route))
+        chain = args.depth if args.route != "eagle" and args.width == 1 else None
+        args.judge = str(task_judge(task_from_args(args), args.route, chain))
     return args
 
 
@@ -165,12 +166,13 @@ def stream_target_weights(build: list[str]) -> list[str]:
     return out + ["--weight_streaming"]
 
 
-def task_judge(task: Task, route: str) -> Path:
+def task_judge(task: Task, route: str, depth: int | None = None) -> Path:
     """The judge a route takes from ``task`` when ``--judge`` is not given: on the EAGLE route its judge for
-    its shipped EAGLE head's drafts where it ships one, else its shipped judge; FileNotFoundError saying how
-    to make it, or to pass ``--judge``, when the task ships none or the file is missing."""
+    its shipped EAGLE head's drafts where it ships one, else its shipped judge (the one certified for a
+    chain of ``depth`` draft tokens where the task ships one); FileNotFoundError saying how to make it,
+    or to pass ``--judge``, when the task ships none or the file is missing."""
     eagle_judge = task.shipped_eagle_judge_path() if route == "eagle" else None
-    path = eagle_judge or task.shipped_judge_path()
+    path = eagle_judge or task.shipped_judge_path(depth)
     if path is None:
         raise FileNotFoundError(f"task {task.name} ships no judge: pass --judge PATH (a judge file of "
                                 f"{route_setups(route)}, from `trtllm-autojudge train`)")
