@@ -21,7 +21,7 @@ LAYERS = [
     ("models",),
     ("decoding", "generation"),
     ("mining", "trt"),
-    ("evaluation",),
+    ("evaluation", "serving"),
     ("cli", "demo", "generate"),
 ]
 LAYER = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}

@@ -51,8 +51,8 @@ class ReferencePair:
     threads: int | None = None  # torch CPU threads of each stand-in (None: torch's choice)
 
     def args(self) -> argparse.Namespace:
-        """The namespace :func:`..models.loading.load_pair` reads, and :func:`..evaluation.common.judge_path`."""
-        return argparse.Namespace(**asdict(self), device="cpu", judge=None)
+        """The namespace :func:`..models.loading.load_pair` reads."""
+        return argparse.Namespace(**asdict(self), device="cpu")
 
 
 def resolve_pair(pair: ReferencePair, judge: str | None) -> tuple[Path, Path, dict]:
@@ -61,19 +61,18 @@ def resolve_pair(pair: ReferencePair, judge: str | None) -> tuple[Path, Path, di
     route runs. Reads configs only, no weights. Raises ValueError saying what to pass."""
     from transformers import AutoConfig
 
-    from ...evaluation.common import judge_path
     from ...judge.head import JudgeHead
     from ...models.embedded import converted_checkpoint
     from ...models.loading import EMBEDDED_TARGETS
     from ...tasks import load_task
 
-    task = load_task(pair.task)
-    args = pair.args()
-    args.judge = judge
-    try:
-        path = judge_path(args, required=True, task=task).resolve()
-    except SystemExit as e:
-        raise ValueError(str(e)) from None
+    embedded = pair.target in EMBEDDED_TARGETS and pair.draft == "embedded"
+    if judge is None and not embedded:
+        raise ValueError("give the judge file of your models (--judge; trtllm-autojudge train makes one)")
+    path = Path(judge) if judge is not None else load_task(pair.task).shipped_judge_path()
+    if path is None or not path.is_file():
+        raise ValueError(f"judge file {path} not found" if path else f"task {pair.task} ships no judge: give --judge")
+    path = path.resolve()
     check_route_judge("triton-context", JudgeHead.load(path))
     folder = converted_checkpoint() if pair.target in EMBEDDED_TARGETS else Path(pair.target).expanduser().resolve()
     if not (folder / "config.json").is_file():
