@@ -94,6 +94,9 @@ def main(argv: list[str]) -> int:
     except (ValueError, ServerError) as e:
         print(f"serve: {e}")
         return 1
+    except KeyboardInterrupt:  # Ctrl-C while the models load
+        print("serve: interrupted while the models loaded")
+        return 130
     finally:
         if server is not None:
             code = server.stop()
