@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     task = load_task(args.task)
     questions = [pr.question for pr in task.demo_problems(args.questions)[0]]
     pair = ReferencePair(task=args.task, threads=args.threads)
-    judge_file, _, _ = resolve_pair(pair, None)
+    judge_file, _, _ = resolve_pair(pair, None, args.k)
     head = JudgeHead.load(judge_file)
     target, draft, tokenizer = load_pair(pair.args(), task)
     with tempfile.TemporaryDirectory(prefix="autojudge-bench-") as work:

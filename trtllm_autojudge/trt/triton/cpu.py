@@ -55,10 +55,11 @@ class ReferencePair:
         return argparse.Namespace(**asdict(self), device="cpu")
 
 
-def resolve_pair(pair: ReferencePair, judge: str | None) -> tuple[Path, Path, dict]:
+def resolve_pair(pair: ReferencePair, judge: str | None, k: int) -> tuple[Path, Path, dict]:
     """(judge file, tokenizer folder, the target checkpoint's config) of ``pair``, checked: the
-    judge is the task's shipped one for the embedded pair unless given, and must be one the context
-    route runs. Reads configs only, no weights. Raises ValueError saying what to pass."""
+    judge is, unless given, the task's shipped one for the embedded pair on a chain of ``k`` draft
+    tokens (as ``generate --k`` picks it), and must be one the context route runs. Reads configs
+    only, no weights. Raises ValueError saying what to pass."""
     from transformers import AutoConfig
 
     from ...judge.head import JudgeHead
@@ -69,7 +70,7 @@ def resolve_pair(pair: ReferencePair, judge: str | None) -> tuple[Path, Path, di
     embedded = pair.target in EMBEDDED_TARGETS and pair.draft == "embedded"
     if judge is None and not embedded:
         raise ValueError("give the judge file of your models (--judge; trtllm-autojudge train makes one)")
-    path = Path(judge) if judge is not None else load_task(pair.task).shipped_judge_path()
+    path = Path(judge) if judge is not None else load_task(pair.task).shipped_judge_path(k)
     if path is None or not path.is_file():
         raise ValueError(f"judge file {path} not found" if path else f"task {pair.task} ships no judge: give --judge")
     path = path.resolve()
@@ -115,13 +116,14 @@ def cpu_repository_configs(repo: Path, tokenizer_dir: Path, task: str, bls_insta
 def make_cpu_repository(out_dir: str | Path, pair: ReferencePair = ReferencePair(), judge: str | None = None,
                         max_draft_tokens: int = 16, max_draft_width: int = 1, bls_instances: int = 4) -> list[Path]:
     """Write the CPU route's repository for ``pair`` (the judge: ``judge``, default the task's shipped
-    one); requests may ask for up to ``max_draft_tokens`` draft tokens of up to ``max_draft_width``
-    candidates. Returns the config.pbtxt paths."""
+    one for a chain of ``max_draft_tokens``, the requests' default); requests may ask for up to
+    ``max_draft_tokens`` draft tokens of up to ``max_draft_width`` candidates. Returns the config.pbtxt
+    paths."""
     if max_draft_tokens < 1 or max_draft_width < 1 or bls_instances < 1:
         raise ValueError(f"max_draft_tokens, max_draft_width and bls_instances must be at least 1, got "
                          f"{max_draft_tokens}, {max_draft_width}, {bls_instances}")
     repo = Path(out_dir).expanduser().absolute()
-    judge_file, tokenizer_dir, target_config = resolve_pair(pair, judge)
+    judge_file, tokenizer_dir, target_config = resolve_pair(pair, judge, max_draft_tokens)
     written = write_repository(repo, cpu_repository_configs(repo, tokenizer_dir, pair.task, bls_instances),
                                STAND_IN_SOURCES)
     for name, config in zip(("tensorrt_llm_draft", "autojudge_target"),

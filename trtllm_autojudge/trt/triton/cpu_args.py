@@ -16,7 +16,8 @@ def add_cpu_route_args(group) -> None:
     group.add_argument("--target", default=defaults.target, help="'tuned', 'raw' or a local HF checkpoint folder")
     group.add_argument("--draft", default=defaults.draft, help="'embedded', a draft file or a local HF checkpoint folder")
     group.add_argument("--draft-vocab", default=defaults.draft_vocab, help="as `generate` takes it (default auto)")
-    group.add_argument("--judge", default=None, help="judge file (default: the task's shipped judge for the embedded pair)")
+    group.add_argument("--judge", default=None, help="judge file (default: the task's shipped judge for the embedded "
+                       "pair on a chain of --max-draft-tokens, as generate --k picks it)")
     group.add_argument("--dtype", default=defaults.dtype, choices=DTYPES)
     group.add_argument("--cpu-linear", default=defaults.cpu_linear, choices=CPU_LINEARS)
     group.add_argument("--threads", type=int, default=None, help="torch CPU threads of each stand-in")
