@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import threading
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--clients", type=int, default=4, help="concurrent clients of the second phase")
     p.add_argument("--threads", type=int, default=None, help="torch threads, in process and of each stand-in")
-    p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument("--modes", default="lossless,judge", help="lossless, judge (the judge's own threshold), or both")
+    p.add_argument("--out", default=None, help="write the results as JSON here (after each mode)")
     args = p.parse_args(argv)
     task = load_task(args.task)
     questions = [pr.question for pr in task.demo_problems(args.questions)[0]]
@@ -127,32 +129,48 @@ def main(argv: list[str] | None = None) -> int:
     judge_file, _, _ = resolve_pair(pair, None, args.k)
     head = JudgeHead.load(judge_file)
     target, draft, tokenizer = load_pair(pair.args(), task)
-    with tempfile.TemporaryDirectory(prefix="autojudge-bench-") as work:
-        make_cpu_repository(Path(work) / "repo", pair, max_draft_tokens=args.k, bls_instances=args.clients)
-        server = TritonServer(find_triton(), Path(work) / "repo", work, Ports(free_port(), free_port(), free_port()))
-        server.start()
-        try:
-            server.wait_ready(CPU_MODELS, timeout=1800)
-            modes = {}
-            for name, threshold, rule in (("lossless", 0.0, None),
-                                          (f"judge@{head.threshold:g}", head.threshold, JudgeRule.at_default(head))):
-                one = side_by_side((target, draft, tokenizer, task, rule), server, questions, threshold, args.k,
-                                   args.max_tokens)
-                summary, tokens = concurrent(server, questions, threshold, args.k, args.max_tokens, args.clients)
-                summary["differ_from_1_client"] = sum(t != r["served_tokens"] for t, r in zip(tokens, one["rows"]))
-                modes[name] = {"one_client": one, "concurrent": summary}
-                print(report_line(name, one, summary), flush=True)
-        finally:
-            server.stop()
+    modes = {}
     result = {"command": "python -m trtllm_autojudge.serving.bench " + " ".join(argv or sys.argv[1:]),
               "task": args.task, "k": args.k, "max_tokens": args.max_tokens, "questions": len(questions),
               "pair": "embedded (target tuned, draft embedded)", "judge": judge_file.name, "modes": modes}
-    if args.out:
-        for mode in modes.values():
+    points = {"lossless": ("lossless", 0.0, None),
+              "judge": (f"judge@{head.threshold:g}", head.threshold, JudgeRule.at_default(head))}
+    work = Path(tempfile.mkdtemp(prefix="autojudge-bench-"))
+    make_cpu_repository(work / "repo", pair, max_draft_tokens=args.k, bls_instances=args.clients)
+    server = TritonServer(find_triton(), work / "repo", work, Ports(free_port(), free_port(), free_port()))
+    server.start()
+    finished = False
+    try:
+        server.wait_ready(CPU_MODELS, timeout=1800)
+        for name, threshold, rule in (points[m] for m in args.modes.split(",")):
+            one = side_by_side((target, draft, tokenizer, task, rule), server, questions, threshold, args.k,
+                               args.max_tokens)
+            modes[name] = {"one_client": one}
+            write(result, args.out)
+            summary, tokens = concurrent(server, questions, threshold, args.k, args.max_tokens, args.clients)
+            summary["differ_from_1_client"] = sum(t != r["served_tokens"] for t, r in zip(tokens, one["rows"]))
+            modes[name]["concurrent"] = summary
+            write(result, args.out)
+            print(report_line(name, one, summary), flush=True)
+        finished = True
+    finally:
+        server.stop()
+        if finished:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"the benchmark did not finish; the server's log stays in {server.log_path}", file=sys.stderr)
+    return 0
+
+
+def write(result: dict, out: str | None) -> None:
+    """The results so far as JSON (the served tokens left out)."""
+    if out:
+        text = json.dumps(result, indent=1, default=lambda o: None)
+        clean = json.loads(text)
+        for mode in clean["modes"].values():
             for row in mode["one_client"]["rows"]:
                 row.pop("served_tokens")
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    return 0
+        Path(out).write_text(json.dumps(clean, indent=1) + "\n")
 
 
 def report_line(name: str, one: dict, many: dict) -> str:

@@ -61,6 +61,9 @@ class TritonPythonModel:
             tensors.append(pb_utils.Tensor("generation_logits", logits))
         return tensors
 
+    def finalize(self):
+        self.gauges.close()
+
     def execute(self, requests):
         responses = []
         for request in requests:

@@ -37,6 +37,9 @@ class TritonPythonModel:
             raise ValueError(f"the CPU target verifies one request per cycle (the BLS's), got {cycle.batch}")
         return acceptance_to_tensors(self.engine.verify_requests([key], cycle))
 
+    def finalize(self):
+        self.gauges.close()
+
     def execute(self, requests):
         responses = []
         for request in requests:
