@@ -1,6 +1,7 @@
 """Long draft windows on the engine routes (issue 62): weight streaming in the build commands and the
 runner, and a 64-token window through each route's loop on the reference engines."""
 import dataclasses
+import re
 import runpy
 from pathlib import Path
 
@@ -141,3 +142,32 @@ def test_a_64_token_window_through_the_context_and_stock_loops_equals_the_runtim
         if t == 0.0:
             assert res.tokens == greedy_generate(target, prompt, MAX_NEW)
     assert judged > 0
+
+
+def test_triton_repositories_carry_the_targets_gpu_weights_percent(tmp_path, capsys):
+    """make-triton-repo --gpu_weights_percent: the stock route's target model gets the backend's
+    gpu_weights_percent parameter (the draft keeps its own default), the context route's
+    autojudge_target model gets it for its Session; a share outside [0, 1], or on the CPU route, is
+    refused."""
+    from test_deploy_triton import model_config_pb2, parse, release_templates
+    from trtllm_autojudge.trt.triton.make_repo import main as make_repo
+
+    pb2 = model_config_pb2()
+    checkout = release_templates(tmp_path / "TensorRT-LLM")
+    engines = ["--draft_engine_dir", str(tmp_path / "e/draft"), "--target_engine_dir", str(tmp_path / "e/target"),
+               "--tokenizer_dir", str(tmp_path / "hf")]
+    assert make_repo(["--route", "stock", "--output_dir", str(tmp_path / "stock"), "--backend_models_dir", str(checkout),
+                      *engines, "--gpu_weights_percent", "0.25"]) == 0
+    target = parse(pb2, (tmp_path / "stock/tensorrt_llm/config.pbtxt").read_text())
+    draft = parse(pb2, (tmp_path / "stock/tensorrt_llm_draft/config.pbtxt").read_text())
+    assert target.parameters["gpu_weights_percent"].string_value == "0.25"
+    assert draft.parameters["gpu_weights_percent"].string_value == "${gpu_weights_percent}"  # unset: 1.0
+    assert make_repo(["--output_dir", str(tmp_path / "context"), *engines, "--gpu_weights_percent", "0.5"]) == 0
+    context = parse(pb2, (tmp_path / "context/autojudge_target/config.pbtxt").read_text())
+    assert context.parameters["gpu_weights_percent"].string_value == "0.5"
+    for bad, message in [(["--gpu_weights_percent", "1.5"], r"give a number in \[0, 1\], got 1.5"),
+                         (["--route", "cpu", "--gpu_weights_percent", "0.5"], "--route cpu runs no engines: drop "
+                                                                               "--gpu_weights_percent")]:
+        with pytest.raises(SystemExit):
+            make_repo(["--output_dir", str(tmp_path / "bad"), *(engines if "cpu" not in bad else []), *bad])
+        assert re.search(message, capsys.readouterr().err)

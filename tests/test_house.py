@@ -24,10 +24,6 @@ README_BUDGET = 130
 RESULTS_BUDGET = 350
 BUILD_FILES_BELOW = 12
 
-# The package runs a build script by its path in one place, from a source checkout: the CLI's
-# make-triton-repo verb. No other module may (the plugin and engine builders live in the package,
-# ops/plugin_build.py and trt/build_engines.py, with thin scripts in build_scripts/).
-KNOWN_BUILD_SCRIPT_LOADS = {"cli.py"}
 
 
 def lines(path: Path) -> int:
@@ -112,17 +108,12 @@ def test_the_package_imports_nothing_from_the_scripts():
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
         into_experiments = reaches(path, ("experiments",))
-        into_build = [] if rel in KNOWN_BUILD_SCRIPT_LOADS else reaches(path, ("build_scripts",))
+        into_build = reaches(path, ("build_scripts",))
         if into_experiments or into_build:
             upward[rel] = into_experiments + into_build
     assert upward == {}, (
         f"the package reaches into build_scripts/ or experiments/: {upward}. Scripts import the package, never "
         f"the other way round: move what the package needs into it and let the script import it")
-
-
-def test_the_known_build_script_loads_are_still_needed():
-    stale = sorted(rel for rel in KNOWN_BUILD_SCRIPT_LOADS if not reaches(PACKAGE / rel, ("build_scripts",)))
-    assert stale == [], f"{stale} no longer load a build script: drop them from KNOWN_BUILD_SCRIPT_LOADS"
 
 
 def test_build_scripts_import_no_probe():

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import runpy
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-# verb: (module or build script, function, one-line help, work item that brings it)
+# verb: (module, function, one-line help, work item that brings it)
 VERBS = {
     "demo": ("trtllm_autojudge.demo", "main", "lossless vs AutoJudge vs top-K on the embedded pair (the README's main job)", "#5"),
     "generate": ("trtllm_autojudge.generate", "main", "answer one question with speculative decoding, printing per-cycle metrics", "#2"),
@@ -29,7 +25,7 @@ VERBS = {
     "build-engines": ("trtllm_autojudge.trt.build_engines", "main", "build TensorRT-LLM 1.2 engines with the plugin (--route context|stock|eagle)", "#7"),
     "run-engines": ("trtllm_autojudge.trt.runner.engines", "main", "generate with built engines, any route (TensorRT-LLM 1.2, GPU host)", "#7"),
     "serve": ("trtllm_autojudge.serving.cli", "main", "serve AutoJudge from a real Triton Inference Server on this CPU (docs/serving.md)", "#63"),
-    "make-triton-repo": ("build_scripts/make_triton_repo.py", "main", "write a Triton model repository for built engines (--route context|stock|eagle)", "#7"),
+    "make-triton-repo": ("trtllm_autojudge.trt.triton.make_repo", "main", "write a Triton model repository for built engines or the CPU route (--route context|stock|eagle|cpu)", "#7"),
 }
 
 
@@ -40,12 +36,6 @@ def _usage() -> str:
 
 def _load(verb: str):
     target, func, _, item = VERBS[verb]
-    if target.endswith(".py"):
-        script = REPO / target
-        if not script.is_file():
-            raise SystemExit(f"`{verb}` runs {target} from a source checkout of trtllm-autojudge; "
-                             f"it is not present under {REPO}. Clone the repository and install it with `pip install -e .`.")
-        return runpy.run_path(str(script))[func]
     if importlib.util.find_spec(target) is None:
         raise SystemExit(f"`trtllm-autojudge {verb}` is not available in this version yet: it lands with work item {item}.")
     return getattr(importlib.import_module(target), func)

@@ -39,11 +39,11 @@ def load_factory(spec: str):
     return getattr(module, name)
 
 
-def engine_verifier(rank: int, engine_dir: str):
+def engine_verifier(rank: int, engine_dir: str, gpu_weights_percent: float = 1.0):
     """Factory for the AutoJudge target engine (TensorRT-LLM 1.2, GPU ranks)."""
     from .engines import EngineTargetVerifier
 
-    return EngineTargetVerifier(engine_dir, rank=rank)
+    return EngineTargetVerifier(engine_dir, rank=rank, gpu_weights_percent=gpu_weights_percent)
 
 
 class SpawnedTargetPool:

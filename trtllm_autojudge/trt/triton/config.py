@@ -92,10 +92,11 @@ def check_draft_width(width: int, draft_engine_config: dict) -> None:
 
 def repository_configs(*, draft_engine_dir: str, target_engine_dir: str, tokenizer_dir: str, max_batch_size: int = 8,
                        bls_instances: int = 4, kv_cache_fraction: float = 0.4, decoupled: bool = False,
-                       task: str = "") -> dict[str, dict]:
+                       task: str = "", target_gpu_weights_percent: float = 1.0) -> dict[str, dict]:
     """Model name -> ModelConfig (as a dict for :func:`.pbtxt.to_pbtxt`). ``decoupled``: the BLS answers
     through its response sender (streaming, and HTTP through the ``generate`` endpoint only); ``task``:
-    ``preprocessing`` puts the text into that task's prompt format."""
+    ``preprocessing`` puts the text into that task's prompt format; ``target_gpu_weights_percent``: the
+    share of a weight-streaming target engine's weights kept on the GPU (docs/deploy.md)."""
     tok = {"tokenizer_dir": tokenizer_dir}
     cycle_in = [_io(n, k, d, **({"optional": True} if n in OPTIONAL_CYCLE_TENSORS else {}))
                 for n, (k, d) in CYCLE_TENSORS.items()]
@@ -120,8 +121,9 @@ def repository_configs(*, draft_engine_dir: str, target_engine_dir: str, tokeniz
         "postprocessing": python_model("postprocessing", [_io("tokens", "TYPE_INT32", [-1])],
                                        [_io("text_output", "TYPE_STRING", [1])], tok),
         "tensorrt_llm_draft": draft_model_config(draft_engine_dir, max_batch_size, kv_cache_fraction),
-        "autojudge_target": python_model("autojudge_target", cycle_in, acc_out, {"engine_dir": target_engine_dir},
-                                         kind="KIND_GPU"),
+        "autojudge_target": python_model("autojudge_target", cycle_in, acc_out,
+                                         {"engine_dir": target_engine_dir,
+                                          "gpu_weights_percent": str(target_gpu_weights_percent)}, kind="KIND_GPU"),
         "autojudge_bls": bls,
     }
 

@@ -49,11 +49,12 @@ def served_block(engine_config: dict) -> EagleBlock:
 
 
 def eagle_parameters(block: EagleBlock, *, target_engine_dir: str, tokenizer_dir: str, max_batch_size: int = 8,
-                     bls_instances: int = 4, kv_cache_fraction: float = 0.4,
-                     target_gpus: str = "") -> dict[str, dict[str, str]]:
+                     bls_instances: int = 4, kv_cache_fraction: float = 0.4, target_gpus: str = "",
+                     target_gpu_weights_percent: float = 1.0) -> dict[str, dict[str, str]]:
     """Placeholder values per model, beyond :data:`.stock.TEMPLATE_DEFAULTS`."""
     engine = engine_parameters(engine_dir=target_engine_dir, max_batch_size=max_batch_size,
                                kv_cache_fraction=kv_cache_fraction, gpus=target_gpus, decoding_mode="eagle",
+                               gpu_weights_percent=str(target_gpu_weights_percent),
                                eagle_choices=eagle_choices_parameter(block.eagle_choices))
     return {**text_parameters(tokenizer_dir=tokenizer_dir, max_batch_size=max_batch_size, bls_instances=bls_instances,
                               draft_model=None), TARGET_MODEL: engine}

@@ -58,14 +58,17 @@ def text_parameters(*, tokenizer_dir: str, max_batch_size: int, bls_instances: i
 
 def stock_parameters(*, target_engine_dir: str, draft_engine_dir: str, tokenizer_dir: str, max_batch_size: int = 8,
                      bls_instances: int = 4, kv_cache_fraction: float = 0.4, target_gpus: str = "",
-                     draft_gpus: str = "") -> dict[str, dict[str, str]]:
+                     draft_gpus: str = "", target_gpu_weights_percent: float = 1.0) -> dict[str, dict[str, str]]:
     """Placeholder values per model, beyond :data:`TEMPLATE_DEFAULTS`. ``*_gpus``: the
-    ``gpu_device_ids`` of each engine ("0,1"); empty leaves the backend's default."""
+    ``gpu_device_ids`` of each engine ("0,1"); empty leaves the backend's default.
+    ``target_gpu_weights_percent``: the target's ``gpu_weights_percent`` (the share of a
+    weight-streaming engine's weights kept on the GPU; the draft keeps all of its own)."""
     engine = dict(max_batch_size=max_batch_size, kv_cache_fraction=kv_cache_fraction,
                   enable_kv_cache_reuse="true")  # the draft-target target requires block reuse
     return {**text_parameters(tokenizer_dir=tokenizer_dir, max_batch_size=max_batch_size, bls_instances=bls_instances,
                               draft_model=DRAFT_MODEL),
-            TARGET_MODEL: engine_parameters(engine_dir=target_engine_dir, gpus=target_gpus, **engine),
+            TARGET_MODEL: engine_parameters(engine_dir=target_engine_dir, gpus=target_gpus,
+                                            gpu_weights_percent=str(target_gpu_weights_percent), **engine),
             DRAFT_MODEL: engine_parameters(engine_dir=draft_engine_dir, gpus=draft_gpus, **engine)}
 
 

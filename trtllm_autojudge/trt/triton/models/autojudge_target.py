@@ -20,14 +20,15 @@ from trtllm_autojudge.trt.triton.tensors import CYCLE_TENSORS, acceptance_to_ten
 
 class TritonPythonModel:
     def initialize(self, args):
-        engine_dir = model_parameters(args)["engine_dir"]
+        params = model_parameters(args)
+        engine_dir, share = params["engine_dir"], float(params.get("gpu_weights_percent", "1"))
         config = json.loads((Path(engine_dir) / "config.json").read_text())
         world = int(config["pretrained_config"]["mapping"]["world_size"])
         if world > 1:
             self.verifier = SpawnedTargetPool(world, "trtllm_autojudge.trt.runner.tp_pool:engine_verifier",
-                                              {"engine_dir": engine_dir})
+                                              {"engine_dir": engine_dir, "gpu_weights_percent": share})
         else:
-            self.verifier = EngineTargetVerifier(engine_dir, rank=0)
+            self.verifier = EngineTargetVerifier(engine_dir, rank=0, gpu_weights_percent=share)
 
     def finalize(self):
         if isinstance(self.verifier, SpawnedTargetPool):
