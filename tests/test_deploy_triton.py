@@ -64,7 +64,7 @@ def test_generated_repository_parses_against_model_config(tmp_path):
     assert {o.name for o in target.output} == {"accepted_tokens", "accepted_lens", "best_path", "judged_count"}
     bls = parsed["autojudge_bls"]
     optional = {i.name for i in bls.input if i.optional}
-    assert optional == {"threshold", "num_draft_tokens", "draft_width", "stream"}  # the request parameters
+    assert optional == {"threshold", "answer_budget", "num_draft_tokens", "draft_width", "stream"}  # request parameters
     assert {o.name for o in bls.output} >= {"text_output", "accepted_lengths", "judged_counts", "cycles"}
     assert bls.parameters["draft_model_name"].string_value == "tensorrt_llm_draft"
     assert bls.parameters["target_model_name"].string_value == "autojudge_target"

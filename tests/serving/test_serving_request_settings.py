@@ -13,9 +13,15 @@ BLOCK = EngineBlock(judge_file="j", plugin_library="", max_requests=1, max_draft
                     max_paths=len(TREE.paths), max_path_len=7)
 
 
-def settings(decoupled=True, **inputs):
+CERTIFICATE = {"threshold": 0.25, "max_answer_change": 0.01, "task": "gsm8k-program", "dtype": "float32", "k": 4,
+               "tree": None, "max_new_tokens": 320,
+               "ladder": [{"budget": 0.005, "threshold": None}, {"budget": 0.01, "threshold": 0.25},
+                          {"budget": 0.02, "threshold": 0.4}]}
+
+
+def settings(decoupled=True, certificate=CERTIFICATE, **inputs):
     return read_settings(lambda name: None if name not in inputs else np.asarray([inputs[name]]), BLOCK, 0.25,
-                         decoupled)
+                         decoupled, certificate)
 
 
 def test_defaults_are_the_judges_threshold_and_the_longest_path():
@@ -37,6 +43,28 @@ def test_defaults_are_the_judges_threshold_and_the_longest_path():
 def test_a_bad_setting_is_refused_by_name(inputs, message):
     with pytest.raises(ValueError, match=message):
         settings(**inputs)
+
+
+def test_an_answer_budget_takes_its_certified_rung():
+    """answer_budget: the threshold the served judge's certificate proves within that share, for the
+    chain it was certified on."""
+    assert settings(max_tokens=5, answer_budget=0.02, num_draft_tokens=4).threshold == 0.4
+    assert settings(max_tokens=5, answer_budget=0.01, num_draft_tokens=4).threshold == 0.25
+
+
+@pytest.mark.parametrize("inputs, certificate, message", [
+    ({"answer_budget": 0.005, "num_draft_tokens": 4}, CERTIFICATE,
+     r"certifies the answer budgets 0.01 \(threshold 0.25\), 0.02 \(threshold 0.4\), not 0.005; no threshold was "
+     r"certified within 0.005"),
+    ({"answer_budget": 0.02}, CERTIFICATE, r"holds for gsm8k-program, float32, K = 4, 320 new tokens, and this request "
+                                           r"drafts num_draft_tokens 6 with draft_width 1: ask for num_draft_tokens 4"),
+    ({"answer_budget": 0.02, "num_draft_tokens": 4}, None, "the served judge has no certificate"),
+    ({"answer_budget": 1.5, "num_draft_tokens": 4}, CERTIFICATE, r"give a number in \(0, 1\), got 1.5"),
+    ({"answer_budget": 0.02, "threshold": 0.3}, CERTIFICATE, "threshold and answer_budget both set"),
+])
+def test_an_answer_budget_the_judge_does_not_certify_is_refused(inputs, certificate, message):
+    with pytest.raises(ValueError, match=message):
+        settings(max_tokens=5, certificate=certificate, **inputs)
 
 
 def test_stream_needs_a_decoupled_bls():

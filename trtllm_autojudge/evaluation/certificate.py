@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from scipy.stats import binomtest
 
 from ..data.question_set import check_record, describe
+from ..judge.ladder import certified_rungs, certified_window, threshold_within
 
 CONFIDENCE = 0.95
 
@@ -180,26 +181,16 @@ class Certificate:
     def budgets(self) -> dict[float, float]:
         """{answer budget: the threshold certified within it}: the ladder's certified rungs, and the
         default threshold's own budget (a certificate made before ladders has only that one)."""
-        rungs = {r["budget"]: r["threshold"] for r in self.ladder or () if r["threshold"] is not None}
-        return {self.max_answer_change: self.threshold, **rungs}
+        return certified_rungs(self.as_meta())
 
     def threshold_for(self, budget: float) -> float:
         """The threshold certified within ``budget`` on the share of answers changed; ValueError saying
-        what the certificate does certify when it holds no such rung."""
-        certified = self.budgets()
-        match = next((b for b in certified if math.isclose(b, budget, rel_tol=1e-9)), None)
-        if match is None:
-            rungs = ", ".join(f"{b:g} (threshold {t:g})" for b, t in sorted(certified.items()))
-            failed = [r["budget"] for r in self.ladder or () if r["threshold"] is None]
-            tried = f"; no threshold was certified within {', '.join(f'{b:g}' for b in failed)}" if failed else ""
-            raise ValueError(f"the judge's certificate ({self.where()}) certifies the answer budgets {rungs}, not "
-                             f"{budget:g}{tried}: give one of those, or calibrate with --answer-budgets")
-        return certified[match]
+        what the certificate does certify when it holds no such rung (:mod:`..judge.ladder`)."""
+        return threshold_within(self.as_meta(), budget)
 
     def where(self) -> str:
         """The decoding the certificate holds for, in a few words."""
-        window = f"K = {self.k}" if self.tree is None else f"tree {self.tree}"
-        return f"{self.task}, {self.dtype}, {window}, {self.max_new_tokens} new tokens"
+        return certified_window(self.as_meta())
 
     def overlap(self, question_ids: list[str]) -> int:
         """How many of ``question_ids`` were calibration questions."""

@@ -12,7 +12,8 @@ Models (``<repo>/<name>/config.pbtxt`` + ``<repo>/<name>/1/model.py`` for Python
   ``tensorrt_llm.runtime.Session``; one verification cycle in (with ``greedy_child`` for a lookahead
   judge, the engine input ``autojudge_greedy_child``), the plugin's outputs out;
 - ``autojudge_bls`` (Python, BLS): the speculative loop, reading the AutoJudge outputs (accepted
-  tokens, lengths, judged counts) each cycle. Request parameters: ``threshold`` and
+  tokens, lengths, judged counts) each cycle. Request parameters: ``threshold`` or ``answer_budget``
+  (the threshold the judge's certificate proves within a share of answers changed) and
   ``num_draft_tokens`` (plus ``draft_width`` for chain trees); per-request metrics come back as
   outputs.
 
@@ -104,7 +105,8 @@ def repository_configs(*, draft_engine_dir: str, target_engine_dir: str, tokeniz
     bls = python_model(
         "autojudge_bls",
         [_io("text_input", "TYPE_STRING", [1]), _io("max_tokens", "TYPE_INT32", [1]),
-         _io("threshold", "TYPE_FP32", [1], optional=True), _io("num_draft_tokens", "TYPE_INT32", [1], optional=True),
+         _io("threshold", "TYPE_FP32", [1], optional=True), _io("answer_budget", "TYPE_FP32", [1], optional=True),
+         _io("num_draft_tokens", "TYPE_INT32", [1], optional=True),
          _io("draft_width", "TYPE_INT32", [1], optional=True), _io("stream", "TYPE_BOOL", [1], optional=True)],
         [_io("text_output", "TYPE_STRING", [1]), _io("output_ids", "TYPE_INT32", [-1]),
          _io("accepted_lengths", "TYPE_INT32", [-1]), _io("judged_counts", "TYPE_INT32", [-1]),

@@ -129,7 +129,7 @@ class TritonPythonModel:
         self.max_seq_len = engine_config.get("build_config", {}).get("max_seq_len")
         head = JudgeHead.load(self.block.judge_file)
         check_route_judge("triton-context", head)
-        self.default_threshold = head.threshold
+        self.default_threshold, self.certificate = head.threshold, head.meta.get("certificate")
         self.lookahead = head.lookahead > 0
         self.draft_engine_config = json.loads((Path(p["draft_engine_dir"]) / "config.json").read_text())
         self.tokenizer = AutoTokenizer.from_pretrained(p["tokenizer_dir"])
@@ -150,7 +150,7 @@ class TritonPythonModel:
         if text is None:
             raise ValueError("the request lacks the input 'text_input' (the prompt)")
         settings = read_settings(lambda name: input_array(request, name), self.block, self.default_threshold,
-                                 self.decoupled)
+                                 self.decoupled, self.certificate)
         check_draft_width(settings.width, self.draft_engine_config)
         text = text.reshape(-1)[0]
         if not (text.decode("utf-8") if isinstance(text, bytes) else str(text)).strip():
