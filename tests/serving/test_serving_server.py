@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import queue
 import re
 import signal
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -286,3 +288,36 @@ def test_serve_without_the_server_says_what_to_install(monkeypatch, capsys):
     assert serve_cli.main([]) == 2
     out = capsys.readouterr().out
     assert "the Triton server is not installed in this environment" in out and "pip install -e '.[serve]'" in out
+
+
+def descendants(pid: int) -> list[int]:
+    """The pids of ``pid``'s process tree below it, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def test_the_stand_ins_idle_threads_sleep(served):
+    """OMP_WAIT_POLICY reaches each Python-backend stub (PASSIVE unless the caller set one): with the
+    default, two stand-ins with requests in flight spin against each other (docs/serving.md)."""
+    policies = []
+    for pid in descendants(served.process.pid):
+        try:
+            if b"triton_python_backend_stub" not in open(f"/proc/{pid}/cmdline", "rb").read():
+                continue
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        policies.append(next((e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"OMP_WAIT_POLICY=")), None))
+    assert len(policies) >= len(STAND_INS)
+    assert set(policies) == {os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
