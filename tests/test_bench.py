@@ -12,6 +12,7 @@ from trtllm_autojudge.decoding.modes import JudgeRule
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.bench import BenchMode, assisted_mode, mode_order, run_bench, speculative_modes, target_only_mode
 from trtllm_autojudge.evaluation.runner import Question
+from trtllm_autojudge.evaluation.speed_model import StepCostSampler
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.kernels.roofline import Roofline, copy_bandwidth, step_seconds, weight_bytes
 
@@ -69,6 +70,20 @@ def test_bench_reports_every_mode_and_the_roofline():
     assert np.isclose(out["ratios"]["autojudge-2 / lossless"],
                       med["autojudge-2"]["tokens_per_s"] / med["lossless"]["tokens_per_s"])
     assert "autojudge-2: DD-DT judge, threshold 0.3" in out["table"]
+
+
+def test_bench_samples_the_step_costs_after_each_question_run():
+    """The speed model's step costs come from the bench's own minutes: one sample per question run."""
+    target, draft = tiny_pair(seed=0)
+    F = feature_dim("DT", draft.hidden_size, target.hidden_size)
+    judge = JudgeHead(np.zeros(F), np.zeros(F), np.ones(F), 0.0, "DT", draft.hidden_size, target.hidden_size, 0.5)
+    questions = [Question(f"q{i}", [3 + i, 9, 17], None) for i in range(2)]
+    assert run_bench(target, questions, modes(target, draft, [JudgeRule(judge)]), repeats=1)["step_costs"] is None
+    sampler = StepCostSampler(target, draft, [3])
+    out = run_bench(target, questions, modes(target, draft, [JudgeRule(judge)]), repeats=2, step_costs=sampler)
+    assert out["step_costs"]["samples"] == 2 * 2 * 3  # 2 repeats x 2 questions x 3 forwards each
+    assert set(out["step_costs"]["verify_s"]) == {"3"} and out["step_costs"]["source"].startswith("measured between")
+    assert out["step_costs"]["prefill_target_s"] > 0 and out["medians"]["lossless"]["tokens_per_question"] > 0
 
 
 def modes(target, draft, rules, new=8):

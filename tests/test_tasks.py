@@ -383,6 +383,7 @@ def test_task_routes_through_eval_bench_demo_generate(toy_verbs, capsys):
     assert {"problems", "prompt_ids"} <= _used_toy() and bench["task"] == "toy"
     assert [j["file"] for j in bench["judges"].values()] == [str(judge), str(judge)]
     assert {j["fingerprint"] for j in bench["judges"].values()} == {head.fingerprint()}
+    assert set(bench["step_costs"]["verify_s"]) == {"2"}  # a chain of --k 2: the speed model's step costs
     assert cli(["demo", *TOY, "--questions", "2", "--max-new-tokens", "8", "--k", "2", "--judge", str(judge),
                 "--out-dir", str(tmp / "demo")]) == 0
     assert _used_toy() == {"problems", "prompt_ids", "answer"}

@@ -13,7 +13,10 @@ Beside wall clock, each mode's process CPU time is summed: on a shared machine, 
 for a core loses wall time but not CPU time, so with one thread (``--threads 1``) tokens per
 CPU-second are the steadier comparison. (With more threads CPU time also counts threads that spin.)
 Before the modes run, :func:`..kernels.roofline.measure_roofline` times one target step against
-its memory-bandwidth bound.
+its memory-bandwidth bound. On a chain drafted by a model, a :class:`.speed_model.StepCostSampler`
+times the question's prefill, a draft step, a target step and a verify of K + 1 tokens after each
+question, so the speed
+model (``speed-model``) is checked against tokens/s measured in the same minutes.
 
 Each tokens/s ratio carries a paired bootstrap 95% interval over the questions (:mod:`.bootstrap`:
 each question's tokens and seconds, summed over the repeats, resampled together for both modes):
@@ -38,6 +41,7 @@ from ..decoding.tree import DraftTree
 from ..kernels.roofline import measure_roofline
 from .bootstrap import ratio_interval
 from .runner import Question, fused_for
+from .speed_model import PREFIX_TOKENS, StepCostSampler
 
 PHASES = ("t_draft", "t_verify", "t_accept", "t_rule")
 
@@ -113,9 +117,11 @@ def mode_order(modes: list[BenchMode], run: int) -> list[BenchMode]:
     return [modes[i] for i in np.random.default_rng(run).permutation(len(modes))]
 
 
-def run_bench(target, questions: list[Question], modes: list[BenchMode], repeats: int) -> dict:
+def run_bench(target, questions: list[Question], modes: list[BenchMode], repeats: int,
+              step_costs: StepCostSampler | None = None) -> dict:
     """Every mode on every question, ``repeats`` times; the modes are target-only, lossless and at
-    least one AutoJudge mode (:func:`target_only_mode`, :func:`speculative_modes`), then any others."""
+    least one AutoJudge mode (:func:`target_only_mode`, :func:`speculative_modes`), then any others.
+    ``step_costs`` samples the speed model's step costs after each question run."""
     names = [m.name for m in modes]
     if names[:2] != ["target-only", "lossless"] or "autojudge" not in names:
         raise ValueError("bench needs the target-only and lossless modes and at least one judge rule (autojudge)")
@@ -140,10 +146,13 @@ def run_bench(target, questions: list[Question], modes: list[BenchMode], repeats
                 for k in (*PHASES, "cycles"):
                     a[k] += summary.get(k, 0.0)
                 bar.update()
+            if step_costs is not None:
+                step_costs.sample(q.prompt_ids)
         for name in names:
             per_mode[name].append(acc[name])
     bar.close()
     med = {name: {"tokens_per_s": statistics.median(a["tokens"] / a["seconds"] for a in runs),
+                  "tokens_per_question": statistics.median(a["tokens"] / len(questions) for a in runs),
                   "tokens_per_cpu_s": statistics.median(a["tokens"] / a["cpu_seconds"] for a in runs),
                   "tokens_per_forward": (statistics.median(a["tokens"] / a["cycles"] for a in runs)
                                          if all(a["cycles"] for a in runs) else None),
@@ -177,5 +186,7 @@ def run_bench(target, questions: list[Question], modes: list[BenchMode], repeats
             "medians": med, "ratios": ratios, "ratio_intervals": intervals, "cpu_time_ratios": cpu_ratios,
             "judge_over_verify": judge_overhead["autojudge"], "judge_over_verify_by_mode": judge_overhead,
             "judges": {name: {"setup": rule.head.setup, "threshold": rule.threshold} for name, rule in judged.items()},
+            "step_costs": None if step_costs is None else {
+                **step_costs.costs().as_dict(), "source": f"measured between this bench's questions, after {PREFIX_TOKENS} tokens"},
             "modes": names, "repeats": repeats, "questions": len(questions), "threshold": judged["autojudge"].threshold,
             "table": "\n".join(lines)}

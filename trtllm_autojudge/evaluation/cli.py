@@ -30,6 +30,7 @@ from .common import (add_batch_arg, add_budget_arg, add_decoding_args, apply_rul
 from .methods import OperatingPoint, judge_points
 from .plot import plot_frontier
 from .runner import format_table, run_points, summarize, tree_parents, write_summary
+from .speed_model import StepCostSampler
 from .trajectory import live_divergence, trajectory_row
 
 DEFAULT_BASELINES = "topk@2,topk@4,topk@8,typical@0.09,0.3,typical@0.3,0.6,mtp@4,0.1,mtp@8,0.3"
@@ -226,7 +227,8 @@ def main_bench(argv: list[str]) -> int:
     if args.assisted:
         modes.append(assisted_mode(target, draft, args.max_new_tokens))
     try:
-        result = run_bench(target, questions, modes, args.repeats)
+        sampler = None if args.tree or is_eagle_draft(args.draft) else StepCostSampler(target, draft, [args.k])
+        result = run_bench(target, questions, modes, args.repeats, sampler)
     except ValueError as e:
         raise SystemExit(f"bench: {e}") from None
     for info, file, judge in zip(result["judges"].values(), files, judges):

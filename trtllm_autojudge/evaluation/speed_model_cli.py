@@ -1,19 +1,22 @@
 """`trtllm-autojudge speed-model`: the speedup of lossless and AutoJudge against r, the target forward
 counted in draft steps, from measured tokens per forward at each window (:mod:`.speed_model`).
 
-    trtllm-autojudge speed-model --task gsm8k-program --threads 2 \\
+    trtllm-autojudge speed-model \\
         --bench 16:out/bench_k16.json --bench 32:out/bench_k32.json --bench 64:out/bench_k64.json \\
         --window 16:out/report16/summary.json:judge@0.08 --window 32:out/report32/summary.json:judge@0.1 \\
         --out docs/results/speed_model_program.json --plot docs/img/speed_model_program.png
 
-1. It times a draft step, a target step and a verify of K + 1 tokens on this machine (``measured``),
-   after a prefix as long as a typical prompt and half a response.
-2. It checks the model against each ``--bench`` run (``bench --k K``, same dtype and threads): the
-   tokens/s it predicts from that run's tokens per forward, against the tokens/s that run measured.
-   The model is trusted for other r only where it is within 10% at every K.
+1. Each ``--bench`` run (``bench --k K`` on a chain, all in one dtype and thread count) timed its
+   questions' prefills, and a draft step, a target step and a verify of K + 1 tokens between its
+   questions (``measured``), after a prefix as long as a typical prompt and half a response.
+2. It checks the model against each run: the tokens/s it predicts from that run's tokens per forward,
+   tokens per question and step costs, against the tokens/s that run measured. The model is trusted for other r only
+   where it is within 10% at every K. This CPU's r is the median of the runs' target step over draft
+   step.
 3. From the tokens per forward of each ``--window`` (an ``eval`` summary: its lossless row and the
    AutoJudge row SPEC, e.g. a certified report set; default: the bench runs' own), it gives the
-   speedup over target-only and over lossless against r, marks this CPU's measured r and the r of
+   speedup over target-only and over lossless against r (each question's prefill one target forward,
+   with the tokens per question of the bench at that K), marks this CPU's measured r and the r of
    offloaded targets computed from stated figures (``modelled``), and plots it.
 """
 from __future__ import annotations
@@ -25,17 +28,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from ..decoding.loading import load_pair
-from ..models.dtype import dtype_name
-from ..models.loading import add_model_args
-from ..tasks import add_task_args, task_from_args
-from .speed_model import (OFFLOAD_REGIMES, measure_step_costs, parse_offload, predicted_tokens_per_s, regime_table,
-                          speedup_over_target)
+from .speed_model import (OFFLOAD_REGIMES, StepCosts, parse_offload, predicted_target_only_tokens_per_s,
+                          predicted_tokens_per_s, regime_table, speedup_over_target)
 
 TOLERANCE = 0.10  # the model is trusted where it predicts every bench run's tokens/s within this
-PREFIX_TOKENS = 300  # a typical prompt and half a response of the program task
 
 
 def parse_windowed(text: str, what: str, parts: int) -> list[str]:
@@ -58,27 +55,43 @@ def window_taus(path: str, spec: str | None) -> dict[str, float]:
     if spec not in rows or "lossless" not in rows:
         raise SystemExit(f"speed-model: {path} has no row {spec!r} beside lossless (rows: {sorted(rows)})")
     return {"lossless": rows["lossless"]["tokens_per_cycle"], "autojudge": rows[spec]["tokens_per_cycle"],
-            "autojudge_spec": spec, "questions": rows[spec]["questions"]}
+            "autojudge_spec": spec, "questions": rows[spec]["questions"],
+            "tokens_per_question": {"lossless": rows["lossless"]["new_tokens"] / rows["lossless"]["questions"],
+                                    "autojudge": rows[spec]["new_tokens"] / rows[spec]["questions"]}}
 
 
-def validate(benches: dict[int, dict], costs) -> dict:
-    """Per bench run: measured and predicted tokens/s of each mode, and the relative error."""
+def bench_costs(k: int, path: str, bench: dict) -> StepCosts:
+    """The step costs a bench run timed between its questions, for its own window."""
+    if not bench.get("step_costs"):
+        raise SystemExit(f"speed-model: {path} (K = {k}) holds no step costs: rerun `bench --k {k}` with this version, "
+                         f"on a chain drafted by a model, so it times the steps between its questions")
+    costs = StepCosts.from_dict(bench["step_costs"])
+    if k not in costs.verify_s:
+        raise SystemExit(f"speed-model: {path} timed verifies for K = {sorted(costs.verify_s)}, not {k}: give it as "
+                         f"--bench {next(iter(costs.verify_s))}:{path}")
+    return costs
+
+
+def validate(benches: dict[int, dict], costs: dict[int, StepCosts]) -> dict:
+    """Per bench run, against its own step costs: measured and predicted tokens/s of each mode, and
+    the relative error."""
     out = {}
     for k, bench in sorted(benches.items()):
         rows = {}
         for mode in ("lossless", "autojudge"):
             med = bench["medians"][mode]
-            predicted = predicted_tokens_per_s(med["tokens_per_forward"], k, costs)
+            predicted = predicted_tokens_per_s(med["tokens_per_forward"], k, costs[k], med["tokens_per_question"])
             rows[mode] = {"tokens_per_forward": med["tokens_per_forward"], "measured_tokens_per_s": med["tokens_per_s"],
                           "predicted_tokens_per_s": predicted, "error": predicted / med["tokens_per_s"] - 1}
-        measured = bench["medians"]["target-only"]["tokens_per_s"]
-        rows["target-only"] = {"measured_tokens_per_s": measured, "predicted_tokens_per_s": 1 / costs.target_step_s,
-                               "error": 1 / costs.target_step_s / measured - 1}
+        target_only = bench["medians"]["target-only"]
+        predicted = predicted_target_only_tokens_per_s(costs[k], target_only["tokens_per_question"])
+        rows["target-only"] = {"measured_tokens_per_s": target_only["tokens_per_s"], "predicted_tokens_per_s": predicted,
+                               "error": predicted / target_only["tokens_per_s"] - 1}
         out[str(k)] = rows
     return out
 
 
-def plot(taus: dict[int, dict[str, float]], cpu_r: float, regimes, path: Path) -> Path:
+def plot(taus: dict[int, dict], cpu_r: float, regimes, path: Path) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -87,11 +100,14 @@ def plot(taus: dict[int, dict[str, float]], cpu_r: float, regimes, path: Path) -
     fig, ax = plt.subplots(figsize=(8, 5))
     colors = dict(zip(sorted(taus), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     for k, by_mode in sorted(taus.items()):
-        ax.plot(r, speedup_over_target(by_mode["lossless"], k, r), "--", color=colors[k], label=f"lossless, K = {k}")
-        ax.plot(r, speedup_over_target(by_mode["autojudge"], k, r), "-", color=colors[k],
+        n = by_mode["tokens_per_question"]
+        ax.plot(r, speedup_over_target(by_mode["lossless"], k, r, n["lossless"]), "--", color=colors[k],
+                label=f"lossless, K = {k}")
+        ax.plot(r, speedup_over_target(by_mode["autojudge"], k, r, n["autojudge"]), "-", color=colors[k],
                 label=f"AutoJudge ({by_mode['autojudge_spec']}), K = {k}")
     ax.axvline(cpu_r, color="grey", lw=1)
-    ax.text(cpu_r, ax.get_ylim()[1] * 0.97, " this CPU (measured)", rotation=90, va="top", fontsize=8)
+    low, high = ax.get_ylim()
+    ax.text(cpu_r, low + 0.02 * (high - low), " this CPU (measured)", rotation=90, va="bottom", fontsize=8)
     for regime in regimes:
         ax.axvline(regime.r, color="black", lw=0.8, ls=":")
         ax.text(regime.r, ax.get_ylim()[1] * 0.97, f" {regime.name} (modelled)", rotation=90, va="top", fontsize=7)
@@ -120,11 +136,8 @@ def main(argv: list[str]) -> int:
                                                          "the bench runs')")
     p.add_argument("--offload", action="append", default=[], metavar="NAME:WEIGHT_GB:LINK_GB_S:DRAFT_MS",
                    help="another offloaded regime to mark (modelled); two for the paper's 8B/1B pair are built in")
-    p.add_argument("--repeats", type=int, default=20, help="timed forwards of each kind (median; default 20)")
     p.add_argument("--out", type=Path, required=True, help="the result as JSON")
     p.add_argument("--plot", type=Path, default=None, help="speedup against r, as PNG")
-    add_task_args(p)
-    add_model_args(p)
     args = p.parse_args(argv)
     if not args.bench:
         p.error("give at least one --bench K:BENCH.json: the model is checked against measured tokens/s first")
@@ -132,38 +145,42 @@ def main(argv: list[str]) -> int:
         regimes = [*OFFLOAD_REGIMES, *(parse_offload(t) for t in args.offload)]
     except ValueError as e:
         p.error(str(e))
-    benches = {int(k): json.loads(Path(path).read_text()) for k, path in args.bench}
-    task = task_from_args(args)
-    target, draft, _ = load_pair(args, task)
-    for k, bench in benches.items():
-        here = (dtype_name(target.dtype), torch.get_num_threads())
-        if (bench.get("dtype"), bench.get("threads")) != here:
-            raise SystemExit(f"speed-model: the K = {k} bench ran in {bench.get('dtype')} on {bench.get('threads')} "
-                             f"threads, this measurement in {here[0]} on {here[1]}: give the bench's --dtype and "
-                             f"--threads, so both time the same forwards")
-    windows = sorted(benches) if not args.window else sorted({int(w[0]) for w in args.window} | set(benches))
-    prefix = [3 + i % (target.vocab_size - 3) for i in range(PREFIX_TOKENS)]  # [P] ordinary token ids
-    costs = measure_step_costs(target, draft, prefix, windows, args.repeats)
+    paths = {int(k): path for k, path in args.bench}
+    benches = {k: json.loads(Path(path).read_text()) for k, path in paths.items()}
+    for field in ("dtype", "threads"):
+        seen = {k: bench.get(field) for k, bench in benches.items()}
+        if len(set(seen.values())) > 1:
+            raise SystemExit(f"speed-model: the bench runs differ in {field} ({seen}): run them all with the same "
+                             f"--{field}, so their step costs time the same forwards")
+    costs = {k: bench_costs(k, paths[k], bench) for k, bench in benches.items()}
     checks = validate(benches, costs)
     trusted = all(abs(row["error"]) <= TOLERANCE for rows in checks.values() for row in rows.values())
     taus = {k: {"lossless": b["medians"]["lossless"]["tokens_per_forward"],
-                "autojudge": b["medians"]["autojudge"]["tokens_per_forward"], "autojudge_spec": "bench autojudge",
-                "questions": b["questions"]} for k, b in benches.items()}
+                "autojudge": b["medians"]["autojudge"]["tokens_per_forward"], "autojudge_spec": f"judge@{b['threshold']:g}, bench",
+                "questions": b["questions"],
+                "tokens_per_question": {m: b["medians"][m]["tokens_per_question"] for m in ("lossless", "autojudge")}}
+            for k, b in benches.items()}
     taus.update({int(w[0]): window_taus(w[1], w[2] if len(w) > 2 else None) for w in args.window})
-    cpu_r = costs.target_step_s / costs.draft_step_s
+    cpu_r = float(np.median([c.target_step_s / c.draft_step_s for c in costs.values()]))
     numeric = {k: {m: v for m, v in t.items() if m in ("lossless", "autojudge")} for k, t in taus.items()}
-    result = {"step_costs": {**costs.as_dict(), "source": f"measured on this machine, {dtype_name(target.dtype)}, "
-                                                          f"{torch.get_num_threads()} threads, after {PREFIX_TOKENS} tokens"},
+    tokens = {k: t["tokens_per_question"] for k, t in taus.items()}
+    first = next(iter(benches.values()))
+    result = {"step_costs": {str(k): {**c.as_dict(), "source": benches[k]["step_costs"]["source"]}
+                             for k, c in sorted(costs.items())},
+              "dtype": first.get("dtype"), "threads": first.get("threads"),
               "validation": checks, "tolerance": TOLERANCE, "trusted": trusted,
               "tokens_per_forward": {str(k): v for k, v in sorted(taus.items())},
-              "cpu": {"source": "measured: target step / draft step", **regime_table(numeric, cpu_r)},
+              "cpu": {"source": "measured: target step / draft step, the median over the bench runs", **regime_table(numeric, cpu_r, tokens)},
               "regimes": [{"name": g.name, "source": g.source, "target_forward_s": g.target_forward_s,
-                           "draft_step_s": g.draft_step_s, **regime_table(numeric, g.r)} for g in regimes],
+                           "draft_step_s": g.draft_step_s, **regime_table(numeric, g.r, tokens)} for g in regimes],
               "command": shlex.join(["trtllm-autojudge", "speed-model", *argv])}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"step costs (measured): draft {1e3 * costs.draft_step_s:.1f} ms, target {1e3 * costs.target_step_s:.1f} ms, "
-          + ", ".join(f"verify K={k} {1e3 * v:.1f} ms" for k, v in costs.verify_s.items()) + f"; r = {cpu_r:.2f}")
+    for k, c in sorted(costs.items()):
+        print(f"K = {k} bench, step costs (measured between its questions, {c.samples} samples): draft "
+              f"{1e3 * c.draft_step_s:.1f} ms, target {1e3 * c.target_step_s:.1f} ms, verify {1e3 * c.verify_s[k]:.1f} ms, "
+              f"prefill target {1e3 * c.prefill_target_s:.0f} ms, draft {1e3 * c.prefill_draft_s:.0f} ms")
+    print(f"this CPU's r (median over the runs) = {cpu_r:.2f}")
     print(f"{'K':>3} {'mode':<12}{'tok/fwd':>8}{'measured tok/s':>16}{'model tok/s':>13}{'error':>8}")
     for k, rows in checks.items():
         for mode, row in rows.items():
