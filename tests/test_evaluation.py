@@ -23,7 +23,7 @@ from trtllm_autojudge.judge.frontier import choose_threshold, sweep_thresholds
 from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.mining.miner import LabelMiner, MiningConfig
 from trtllm_autojudge.mining.store import unimportant_map
-from trtllm_autojudge.tasks import Gsm8kCotTask
+from trtllm_autojudge.tasks import Gsm8kCotTask, load_task
 from trtllm_autojudge.tasks.base import ASSETS
 
 K, MAX_NEW = 4, 16
@@ -185,6 +185,23 @@ def test_the_embedded_pair_takes_the_judge_certified_for_its_window(monkeypatch)
                                           required=True, task=task)
     assert pick(k=32, tree=None).name == "judge_k32.safetensors"
     assert pick(k=32, tree="2,1").name == "judge_kNone.safetensors"  # a tree is no chain window
+
+
+def test_each_shipped_window_judge_is_certified_at_its_window():
+    """--k K takes the judge certified for a chain of K: its certificate says so, names a regenerable
+    question set, and carries the answer-budget ladder that --answer-budget reads."""
+    task = load_task("gsm8k-program")
+    assert task.shipped_window_judges, "the program task ships a judge per long window"
+    for k, name in task.shipped_window_judges.items():
+        path = common.judge_path(argparse.Namespace(judge=None, target="tuned", draft="embedded", k=k, tree=None),
+                                 required=True, task=task)
+        assert path.name == name
+        judge = JudgeHead.load(path)
+        cert = judge.meta["certificate"]
+        assert (cert["k"], cert["tree"], cert["max_new_tokens"]) == (k, None, 320) and judge.threshold == cert["threshold"]
+        assert cert["questions"] >= 1389 and cert["answer_change_bound"] <= 0.01
+        assert cert["question_set"]["recipe"].startswith("python build_scripts/heldout_questions.py")
+        assert {rung["budget"] for rung in cert["ladder"]} >= {0.01}
 
 
 def test_judge_record_names_a_shipped_judge_by_its_place_in_the_package(tmp_path, monkeypatch):
