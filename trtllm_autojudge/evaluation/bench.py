@@ -15,8 +15,8 @@ CPU-second are the steadier comparison. (With more threads CPU time also counts 
 Before the modes run, :func:`..kernels.roofline.measure_roofline` times one target step against
 its memory-bandwidth bound. On a chain drafted by a model, a :class:`.speed_model.StepCostSampler`
 times the question's prefill, a draft step, a target step and a verify of K + 1 tokens after each
-question, so the speed
-model (``speed-model``) is checked against tokens/s measured in the same minutes.
+question, so the speed model (``speed-model``) is checked against tokens/s measured in the same
+minutes.
 
 Each tokens/s ratio carries a paired bootstrap 95% interval over the questions (:mod:`.bootstrap`:
 each question's tokens and seconds, summed over the repeats, resampled together for both modes):

@@ -63,15 +63,14 @@ class StepCostSampler:
 
     def __init__(self, target, draft, windows: list[int]):
         self.windows = sorted(windows)
-        prefix = [3 + i % (target.vocab_size - 3) for i in range(PREFIX_TOKENS)]  # [P] ordinary token ids
-        self.prefix = prefix
-        self.sessions = {"draft": draft.session(), "target": target.session()}
+        self.prefix = [3 + i % (target.vocab_size - 3) for i in range(PREFIX_TOKENS)]  # [P] ordinary token ids
+        self.models = {"draft": draft, "target": target}
+        self.sessions = {name: model.session() for name, model in self.models.items()}
         for session in self.sessions.values():
-            session.forward(prefix)
+            session.forward(self.prefix)
         self.kinds = [("draft", 1), ("target", 1)] + [("target", k + 1) for k in self.windows]
         self.times: dict[tuple[str, int], list[float]] = {kind: [] for kind in self.kinds}
-        self.prefills: dict[str, list[float]] = {"draft": [], "target": []}
-        self.models = {"draft": draft, "target": target}
+        self.prefills: dict[str, list[float]] = {name: [] for name in self.models}  # seconds per question
         self._round(timed=False)
 
     def _round(self, timed: bool) -> None:
