@@ -12,32 +12,10 @@ from trtllm_autojudge.judge.head import JudgeHead, feature_dim
 from trtllm_autojudge.trt.runner.chain_drafter import ChainTreeDrafter
 from trtllm_autojudge.trt.runner.loop import engine_generate
 from trtllm_autojudge.trt.runner.packing import chain_tree
-from trtllm_autojudge.trt.triton.stand_ins import CachedDraftEngine, CachedTargetEngine, request_tree
+from trtllm_autojudge.trt.triton.stand_ins import (CachedDraftEngine, CachedTargetEngine, KeyedDraft, KeyedTarget,
+                                                   request_tree)
 
 MAX_NEW = 24
-
-
-class KeyedDraft:
-    """One request's view of the draft stand-in, as the BLS reaches it through Triton (a DraftEngine)."""
-
-    returns_hidden = False
-
-    def __init__(self, engine: CachedDraftEngine, key: str, end_id: int = -1):
-        self.engine, self.key, self.end_id, self.vocab_size = engine, key, end_id, engine.vocab_size
-
-    def generate(self, prompts, max_new_tokens, *, logits, hidden):
-        return [self.engine.generate(self.key, p, max_new_tokens, self.end_id, logits) for p in prompts]
-
-
-class KeyedTarget:
-    needs_draft_hidden = False
-
-    def __init__(self, engine: CachedTargetEngine, key: str):
-        self.engine, self.key = engine, key
-        self.needs_greedy_child = engine.needs_greedy_child
-
-    def verify(self, cycle):
-        return self.engine.verify_requests([self.key], cycle)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,9 @@ KV cache between its cycles under the request's key (the id the BLS gives its re
 feeds only the tokens the cache lacks. :class:`SessionCache` keeps what each cache holds and cuts it
 back to the longest common prefix with the next input, so a cache never serves tokens it was not
 fed; ``release(key)`` frees a request's cache (the BLS sends it when the request ends or is
-cancelled).
+cancelled). :class:`KeyedDraft` and :class:`KeyedTarget` are one request's view of the two stand-ins
+without a server (the engines :func:`..runner.loop.engine_generate` drives), as the BLS reaches them
+through Triton: the tests and ``experiments/serving_profile.py`` run the served computation with them.
 
 On a chain the forwards are those of the CPU runtime with a model drafter
 (:func:`trtllm_autojudge.decoding.speculative.speculative_generate`): the target feeds the pending
@@ -161,3 +163,28 @@ class CachedTargetEngine(ReferenceTargetEngine):
             seq.session.retain(keep, [keep + n - 1 for n in nodes])
             seq.tokens = prefix + [int(cycle.draft_tokens[b, n - 1]) for n in nodes]
         return acc
+
+
+class KeyedDraft:
+    """One request's view of the draft stand-in (a :class:`..runner.chain_drafter.DraftEngine`)."""
+
+    returns_hidden = False
+
+    def __init__(self, engine: CachedDraftEngine, key: str, end_id: int = -1):
+        self.engine, self.key, self.end_id, self.vocab_size = engine, key, end_id, engine.vocab_size
+
+    def generate(self, prompts, max_new_tokens, *, logits, hidden):
+        return [self.engine.generate(self.key, p, max_new_tokens, self.end_id, logits) for p in prompts]
+
+
+class KeyedTarget:
+    """One request's view of the target stand-in (a verifier of :func:`..runner.loop.engine_generate`)."""
+
+    needs_draft_hidden = False
+
+    def __init__(self, engine: CachedTargetEngine, key: str):
+        self.engine, self.key = engine, key
+        self.needs_greedy_child = engine.needs_greedy_child
+
+    def verify(self, cycle):
+        return self.engine.verify_requests([self.key], cycle)
