@@ -21,7 +21,9 @@ it). The draft and target stand-ins are two processes whose torch threads share 
 OpenMP's default a process that finishes a forward keeps its threads spinning, and with two requests
 in flight the two stand-ins' spinning threads starve each other's forwards: measured on 2 cores, 2
 clients served 14.3 tokens/s in all without it and 39.1 with it, against 32 at one client
-(docs/serving.md, "Measured").
+(docs/serving.md, "Measured"). It costs one client about a sixth of its speed (sleeping threads are
+woken at every operation); ``GOMP_SPINCOUNT=5000`` in the caller's environment buys most of that back
+at the cost of concurrency (docs/serving.md, "Where the served time goes").
 """
 from __future__ import annotations
 
