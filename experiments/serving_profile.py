@@ -4,7 +4,7 @@ decoding: the CPU runtime (`speculative_generate`, as `generate` runs it), the s
 without a server (the BLS's loop, `engine_generate`, over the two stand-ins in this process:
 `trt/triton/stand_ins.py`), and the real server (HTTP `generate`, one BLS instance), with the CPU
 seconds each of the server's Python-backend stubs spent on the request (from /proc). Backs
-docs/serving.md, "Where the served time goes".
+notebook/serving-cpu.md (summed up in docs/serving.md, "Where the served time goes").
 
     python experiments/serving_profile.py --questions 4 --k 16 --max-tokens 256 --json out/serving_profile.json
 

@@ -23,7 +23,7 @@ in flight the two stand-ins' spinning threads starve each other's forwards: meas
 clients served 14.3 tokens/s in all without it and 39.1 with it, against 32 at one client
 (docs/serving.md, "Measured"). It costs one client about a sixth of its speed (sleeping threads are
 woken at every operation); ``GOMP_SPINCOUNT=5000`` in the caller's environment buys most of that back
-at the cost of concurrency (docs/serving.md, "Where the served time goes").
+at the cost of concurrency (docs/notebook/serving-cpu.md).
 """
 from __future__ import annotations
 
