@@ -1,8 +1,9 @@
 """The CPU route's engine stand-ins without a server: with a KV cache per request they decode what the
 CPU runtime decodes, token for token in float32 (the same forwards), feed each token once, keep
-requests apart, and free a request's cache on release."""
+requests apart, free a request's cache on release, and share the cores among the requests they hold."""
 import numpy as np
 import pytest
+import torch
 
 from tiny_models import EOS, VOCAB, tiny_pair
 from trtllm_autojudge.decoding.modes import JudgeRule
@@ -21,6 +22,14 @@ MAX_NEW = 24
 @pytest.fixture(scope="module")
 def pair():
     return tiny_pair(seed=0)
+
+
+@pytest.fixture(autouse=True)
+def torch_threads():
+    """The stand-ins set this process's torch threads: each test gets back the count it started with."""
+    threads = torch.get_num_threads()
+    yield threads
+    torch.set_num_threads(threads)
 
 
 def head(setup, target, draft, seed=0):
@@ -102,6 +111,23 @@ def test_requests_interleaved_under_their_keys_decode_as_alone(pair):
     assert set(target_engine.cache.sequences) == {"a", "b"} == set(draft_engine.cache.sequences)
     assert target_engine.cache.release("b") and draft_engine.cache.release("b")
     assert set(target_engine.cache.sequences) == {"a"} and not target_engine.cache.release("b")
+
+
+def test_the_cores_are_shared_by_the_requests_held(pair):
+    """Holding n requests, a stand-in computes on cores // n threads (at least 1); releases give them
+    back, and the requests decode as they do alone on every core."""
+    _, draft = pair
+    torch.set_num_threads(4)
+    engine, alone = CachedDraftEngine(draft), CachedDraftEngine(draft)
+    a, b, c = prompts(3, seed=9)
+    expected = {p_key: alone.generate("x", p, 4, -1, False).tokens for p_key, p in zip("abc", (a, b, c))}
+    alone.cache.release("x")
+    for key, prompt, threads in (("a", a, 4), ("b", b, 2), ("c", c, 1), ("a", a, 1)):
+        assert engine.generate(key, prompt, 4, -1, False).tokens == expected[key]
+        assert torch.get_num_threads() == threads
+    for key, threads in (("c", 2), ("b", 4), ("a", 4)):
+        engine.cache.release(key)
+        assert torch.get_num_threads() == threads
 
 
 def test_a_cache_never_serves_tokens_it_was_not_fed(pair):

@@ -16,14 +16,11 @@ it out, see docs/serving.md):
   ``python3`` on ``PATH``;
 - numpy < 2 is installed: under numpy 2 the stub corrupts text (BYTES) tensors.
 
-One more setting is for speed, not for loading: ``OMP_WAIT_POLICY=PASSIVE`` (unless the caller sets
-it). The draft and target stand-ins are two processes whose torch threads share the cores; under
-OpenMP's default a process that finishes a forward keeps its threads spinning, and with two requests
-in flight the two stand-ins' spinning threads starve each other's forwards: measured on 2 cores, 2
-clients served 14.3 tokens/s in all without it and 39.1 with it, against 32 at one client
-(docs/serving.md, "Measured"). It costs one client about a sixth of its speed (sleeping threads are
-woken at every operation); ``GOMP_SPINCOUNT=5000`` in the caller's environment buys most of that back
-at the cost of concurrency (docs/notebook/serving-cpu.md).
+The server sets nothing for speed: OpenMP keeps its defaults, under which a process's idle threads
+spin briefly between operations, as in process. The draft and target stand-ins are two processes on
+the same cores, so with several requests in flight each gives every request one share of the cores
+(:func:`trtllm_autojudge.trt.triton.stand_ins.share_threads`) rather than spin on the cores the
+other computes on (docs/serving.md, "Where the served time goes").
 """
 from __future__ import annotations
 
@@ -69,13 +66,11 @@ class TritonInstall:
         return dest
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default this process's environment) with the library path and PATH the stub needs,
-        and OpenMP's idle threads told to sleep (the module's docstring says why)."""
+        """``base`` (default this process's environment) with the library path and PATH the stub needs."""
         env = dict(os.environ if base is None else base)
         libdir = sysconfig.get_config_var("LIBDIR")
         env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, str(self.libs), env.get("LD_LIBRARY_PATH")) if p)
         env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.prefix) / "bin"), env.get("PATH")) if p)
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         return env
 
 

@@ -10,9 +10,11 @@ KV cache between its cycles under the request's key (the id the BLS gives its re
 feeds only the tokens the cache lacks. :class:`SessionCache` keeps what each cache holds and cuts it
 back to the longest common prefix with the next input, so a cache never serves tokens it was not
 fed; ``release(key)`` frees a request's cache (the BLS sends it when the request ends or is
-cancelled). :class:`KeyedDraft` and :class:`KeyedTarget` are one request's view of the two stand-ins
-without a server (the engines :func:`..runner.loop.engine_generate` drives), as the BLS reaches them
-through Triton: the tests and ``experiments/serving_profile.py`` run the served computation with them.
+cancelled). The cache also splits the process's torch threads among the requests it holds
+(:func:`share_threads`), since the two stand-ins are two processes on the same cores.
+:class:`KeyedDraft` and :class:`KeyedTarget` are one request's view of the two stand-ins without a
+server (the engines :func:`..runner.loop.engine_generate` drives), as the BLS reaches them through
+Triton: the tests and ``experiments/serving_profile.py`` run the served computation with them.
 
 On a chain the forwards are those of the CPU runtime with a model drafter
 (:func:`trtllm_autojudge.decoding.speculative.speculative_generate`): the target feeds the pending
@@ -44,13 +46,32 @@ class CachedSequence:
     tokens: list[int] = field(default_factory=list)  # what the session's cache holds, in order
 
 
+def share_threads(cores: int, requests: int) -> int:
+    """Give this process's torch ``cores`` threads split among the ``requests`` it holds (at least
+    one each); returns the count set.
+
+    With one request in flight the draft and target stand-ins take turns, so each may use every core,
+    and OpenMP's idle threads spinning between operations (its default) keep a cycle's thousands of
+    operations as fast as in process. With several, both stand-ins compute at once, and a process
+    whose idle threads spin on cores the other needs starves its forwards: one thread per request
+    leaves no idle thread to spin. Measured on 2 cores: docs/notebook/serving-cpu.md ("Threads
+    shared by requests")."""
+    n = max(1, cores // max(1, requests))
+    if n != torch.get_num_threads():
+        torch.set_num_threads(n)
+    return n
+
+
 class SessionCache:
-    """One model session per request key; counts the tokens fed, so a test can tell a cache hit."""
+    """One model session per request key; counts the tokens fed, so a test can tell a cache hit.
+    Holding n requests, the process computes on ``cores // n`` torch threads (:func:`share_threads`),
+    ``cores`` being the threads it had when the cache was made."""
 
     def __init__(self, lm: LanguageModel):
         self.lm = lm
         self.sequences: dict[str, CachedSequence] = {}
         self.fed_tokens = 0  # tokens forwarded through every session (metrics, tests)
+        self.cores = torch.get_num_threads()
 
     def resume(self, key: str, tokens: Sequence[int], keep_at_most: int) -> CachedSequence:
         """The request's sequence, its cache cut to the longest common prefix of what it holds and
@@ -58,6 +79,7 @@ class SessionCache:
         seq = self.sequences.get(key)
         if seq is None:
             seq = self.sequences[key] = CachedSequence(self.lm.session())
+        share_threads(self.cores, len(self.sequences))
         common = 0
         limit = min(len(seq.tokens), len(tokens), keep_at_most)
         while common < limit and seq.tokens[common] == tokens[common]:
@@ -81,7 +103,9 @@ class SessionCache:
 
     def release(self, key: str) -> bool:
         """Free the request's cache; False when it holds none."""
-        return self.sequences.pop(key, None) is not None
+        held = self.sequences.pop(key, None) is not None
+        share_threads(self.cores, len(self.sequences))
+        return held
 
 
 class CachedDraftEngine:
