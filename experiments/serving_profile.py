@@ -9,7 +9,8 @@ notebook/serving-cpu.md (summed up in docs/serving.md, "Where the served time go
     python experiments/serving_profile.py --questions 4 --k 16 --max-tokens 256 --json out/serving_profile.json
 
 With ``--runtime-only`` it times only the runtime (wall and CPU seconds over the questions), so that
-fresh processes compare OpenMP settings (the server sets ``OMP_WAIT_POLICY=PASSIVE`` for its stubs):
+fresh processes compare OpenMP settings (the server set ``OMP_WAIT_POLICY=PASSIVE`` for its stubs until
+the stand-ins shared the cores among their requests):
 
     for e in "" OMP_WAIT_POLICY=PASSIVE "OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=5000"; do
         env $e python experiments/serving_profile.py --questions 4 --runtime-only; done

@@ -20,7 +20,8 @@ def add_cpu_route_args(group) -> None:
                        "pair on a chain of --max-draft-tokens, as generate --k picks it)")
     group.add_argument("--dtype", default=defaults.dtype, choices=DTYPES)
     group.add_argument("--cpu-linear", default=defaults.cpu_linear, choices=CPU_LINEARS)
-    group.add_argument("--threads", type=int, default=None, help="torch CPU threads of each stand-in")
+    group.add_argument("--threads", type=int, default=None,
+                       help="torch CPU threads of each stand-in, shared by the requests it holds")
     group.add_argument("--max-draft-tokens", type=int, default=16, help="the largest num_draft_tokens a request may ask")
     group.add_argument("--max-draft-width", type=int, default=1, help="the largest draft_width a request may ask")
 
