@@ -21,6 +21,10 @@ embedded pair (the same target, the 8-layer draft at K = 16: three times the hea
 forward), which gives the same greedy tokens up to bf16 near-ties. Each
 ``--compare FOLDER:SPEC`` (an ``eval`` output folder and one of its operating points) adds that
 point's ratio and answers changed against its own folder's lossless runs, on the same questions.
+With ``--judge PATH`` each mismatch the oracle asks about is also scored by that judge (its logit,
+from the same cycle's states), and the summary gives the judge's AUC for harm over them, with a
+bootstrap interval over questions, for the nodes a K = 16 window reaches and for the deeper ones:
+the labels of exactly the mismatches a judge of the rule decides at that window.
 """
 from __future__ import annotations
 
@@ -39,15 +43,17 @@ from trtllm_autojudge.data.sources import add_problem_args, load_problems  # noq
 from trtllm_autojudge.decoding.loading import is_eagle_draft, load_pair  # noqa: E402
 from trtllm_autojudge.decoding.speculative import speculative_generate  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
-from trtllm_autojudge.evaluation.bootstrap import ratio_interval  # noqa: E402
+from trtllm_autojudge.decoding.modes import JudgeRule  # noqa: E402
+from trtllm_autojudge.evaluation.bootstrap import auc_interval, ratio_interval  # noqa: E402
 from trtllm_autojudge.evaluation.certificate import interval  # noqa: E402
-from trtllm_autojudge.evaluation.common import DEFAULT_K, questions_from, settle_k  # noqa: E402
+from trtllm_autojudge.evaluation.common import DEFAULT_K, load_judge_file, questions_from, settle_k  # noqa: E402
 from trtllm_autojudge.evaluation.live_oracle import LiveOracleRule  # noqa: E402
 from trtllm_autojudge.mining.store import append_record, read_records, repair_tail  # noqa: E402
 from trtllm_autojudge.models.loading import add_model_args, load_pair as load_model_pair  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 CONTINUATION_K = 16  # the embedded pair's chain for an EAGLE head's continuations (module docstring)
+SHALLOW = 16  # the window the task's judge was chosen and first certified at: its AUC is read up to it and past it
 
 
 def point_summary(runs: list[dict], ref: list[dict], changed: int) -> dict:
@@ -60,6 +66,24 @@ def point_summary(runs: list[dict], ref: list[dict], changed: int) -> dict:
             "vs_lossless_95": list(ratio_interval(tokens, forwards, ref_tokens, ref_forwards)),
             "changed": changed, "changed_95": list(interval(changed, len(runs))),
             "judged_accepts": int(sum(r["judged_accepts"] for r in runs))}
+
+
+def judge_auc(runs: list[dict], shallow: int = SHALLOW) -> dict:
+    """The judge's AUC for harm (a swap that changed the answer) over the scored verdicts of
+    ``runs`` (one oracle run per question), for all of them, the nodes 1..``shallow`` and the deeper
+    ones: the count asked, the harmful count, and the AUC with its interval (None with one class)."""
+    groups = {"all": lambda n: True, f"nodes 1-{shallow}": lambda n: n <= shallow,
+              f"nodes {shallow + 1} and deeper": lambda n: n > shallow}
+    out = {}
+    for name, keep in groups.items():
+        per_q = [[v for v in r.get("verdicts", []) if keep(v["node"]) and v.get("score") is not None] for r in runs]
+        labels = [np.array([not v["keeps"] for v in vs], bool) for vs in per_q]
+        scores = [np.array([v["score"] for v in vs], float) for vs in per_q]
+        asked, harmful = sum(map(len, labels)), int(sum(y.sum() for y in labels))
+        auc = auc_interval(labels, scores) if 0 < harmful < asked else None
+        out[name] = {"asked": asked, "harmful": harmful, "auc": None if auc is None else auc[0],
+                     "auc_95": None if auc is None else list(auc[1:])}
+    return out
 
 
 def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[dict]] | None = None,
@@ -83,6 +107,8 @@ def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[
         out["points"][f"oracle, minimum run {m}"] = {
             **point_summary(runs, ref, sum(r["changed"] for r in runs)),
             "continuations": int(sum(r["asked"] for r in runs)), "seconds": float(sum(r["seconds"] for r in runs))}
+        if any(v.get("score") is not None for r in runs for v in r.get("verdicts", [])):
+            out["points"][f"oracle, minimum run {m}"]["judge_auc"] = judge_auc(runs)
     for label, folder_runs in (compare or {}).items():
         spec = label.rpartition(":")[2]
         by = {(r["spec"], r["qid"]): r for r in folder_runs}
@@ -106,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="also write the summary here")
     p.add_argument("--compare", action="append", default=[], metavar="FOLDER:SPEC",
                    help="an eval output folder and operating point to summarize on the same questions (repeatable)")
+    p.add_argument("--judge", default=None,
+                   help="score each mismatch the oracle asks about with this judge file, and report its AUC over them")
     add_task_args(p)
     add_model_args(p)
     add_problem_args(p, split="train", variants=5)
@@ -129,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
             DraftTree.chain(CONTINUATION_K)
     if args.threads:
         torch.set_num_threads(args.threads)
+    score = None
+    if args.judge:
+        judge = JudgeRule(load_judge_file(args.judge, target, draft))
+        if judge.needs_draft_hidden:
+            p.error(f"--judge {args.judge} reads the draft's hidden states, which the oracle's cycles do not compute: "
+                    f"give a target-only judge (DT, DT1, DT2, LS blocks)")
+        score = lambda ctx, n: judge.judge_logits(ctx, np.array([n]))[0, n]  # noqa: E731
     questions = questions_from(load_problems(args, task), tokenizer, task)
     checker = task.checker
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
@@ -137,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         repair_tail(args.out)  # a run stopped mid-line
     records = read_records(args.out, required=("spec", "qid"))[0] if args.out.exists() else []
     setup = {"target": args.target, "draft": args.draft, "k": args.k, "max_new_tokens": args.max_new_tokens}
+    if args.judge:
+        setup["judge"] = judge.head.weights_fingerprint()
     other = next((r for r in records if r.get("setup") != setup), None)
     if other is not None:
         p.error(f"{args.out} holds runs of another setup ({other.get('setup')}; this run's is {setup}): give another --out")
@@ -175,12 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         for m in min_runs:
             if f"oracle-minrun{m}" in mine:
                 continue
-            rule, t0 = LiveOracleRule(keeps_answer, m), time.perf_counter()
+            rule, t0 = LiveOracleRule(keeps_answer, m, score), time.perf_counter()
             res = generate(q.prompt_ids, rule)
             answer = checker.answer(decode(res.tokens), q.example)
             rec = {"spec": f"oracle-minrun{m}", "qid": q.qid, "setup": setup, "answer": answer,
                    "changed": not checker.same(answer, reference), "tokens": res.tokens,
-                   "seconds": time.perf_counter() - t0, "asked": rule.asked, **res.summary()}
+                   "seconds": time.perf_counter() - t0, "asked": rule.asked, "verdicts": rule.verdicts,
+                   **res.summary()}
             append_record(args.out, rec)
             records.append(rec)
     summary = {**setup, "questions_file": args.questions, **summarize(records, min_runs, compare, task.checker.same)}

@@ -29,8 +29,13 @@ def test_it_asks_in_the_walks_order_and_stops_at_the_first_harm_or_short_run():
     ctx = chain_context(DraftTree.chain(5))
     assert list(np.flatnonzero(keep_all(ctx)[0])) == [2, 4]
     assert asked == [[9, 9, 0, 1, 7], [9, 9, 0, 1, 7, 3, 8]] and keep_all.asked == 2
-    first_harms = LiveOracleRule(lambda p: False, min_run=2)
+    assert keep_all.verdicts == [{"node": 2, "keeps": True}, {"node": 4, "keeps": True}]
+    first_harms = LiveOracleRule(lambda p: False, min_run=2, score=lambda c, n: 10.0 * n if n < 4 else np.inf)
     assert not first_harms(ctx).any() and first_harms.asked == 1  # the walk stops there: node 4 is never asked
+    assert first_harms.verdicts == [{"node": 2, "keeps": False, "score": 20.0}]
+    scored = LiveOracleRule(lambda p: True, min_run=2, score=lambda c, n: 10.0 * n if n < 4 else np.inf)
+    scored(ctx)
+    assert scored.verdicts == [{"node": 2, "keeps": True, "score": 20.0}, {"node": 4, "keeps": True, "score": None}]
     too_short = LiveOracleRule(lambda p: True, min_run=3)
     assert not too_short(ctx).any() and too_short.asked == 0
     with pytest.raises(ValueError, match="chains only"):
@@ -83,3 +88,22 @@ def test_the_script_summarizes_complete_questions_against_lossless():
         script["summarize"](records, [4], {"f:judge@1": folder[1:]}, lambda x, y: x == y)
     with pytest.raises(SystemExit, match="no question has all its records"):
         script["summarize"](records[-1:], [4])
+    assert "judge_auc" not in point  # no verdict was scored
+
+
+def test_the_script_reads_the_judges_auc_up_to_a_k16_window_and_past_it():
+    import runpy
+    from pathlib import Path
+
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "live_oracle.py"),
+                            run_name="live_oracle")
+    v = lambda node, keeps, score: {"node": node, "keeps": keeps, "score": score}  # noqa: E731
+    runs = [{"verdicts": [v(3, True, -2.0), v(9, False, 1.0), v(20, True, 0.5)]},
+            {"verdicts": [v(5, True, -1.0), v(30, False, 1.0), v(40, True, 2.0), v(41, True, None)]},
+            {"verdicts": []}]
+    auc = script["judge_auc"](runs)
+    assert auc["nodes 1-16"] == {"asked": 3, "harmful": 1, "auc": 1.0, "auc_95": [1.0, 1.0]}
+    deep = auc["nodes 17 and deeper"]
+    assert (deep["asked"], deep["harmful"], deep["auc"]) == (3, 1, 0.5)  # 1.0 between 0.5 and 2.0; None left out
+    assert auc["all"]["asked"] == 6 and auc["all"]["auc"] == pytest.approx(6 / 8)  # each harmful 1.0 above 3 of the 4 harmless
+    assert script["judge_auc"]([{"verdicts": [v(3, True, 0.0)]}])["all"]["auc"] is None  # one class: no AUC

@@ -13,6 +13,11 @@ the way decoding paths then part, and to bf16 near-ties in the continuations).
 
 Chains only: on a chain the walk reads the mismatches in order and stops at the first rejected one,
 so the rule asks about no mismatch after it.
+
+Each verdict is kept (:attr:`LiveOracleRule.verdicts`: the node, which is the mismatch's depth in the
+window, and whether the swap kept the answer), with a judge's score of the same mismatch when a
+``score(ctx, node)`` is given: the labels of exactly the mismatches a judge of the rule is asked
+about, so its ranking of them (an AUC) can be read by depth in the window.
 """
 from __future__ import annotations
 
@@ -27,14 +32,22 @@ from ..decoding.rules import exact_runs
 class LiveOracleRule:
     """A :class:`..decoding.modes.RelaxedRule` (module docstring). ``keeps_answer(prefix)`` gets the
     prompt and the output so far with the mismatch's draft token last, and says whether the target's
-    greedy continuation of it gives the reference answer. ``asked`` counts its calls."""
+    greedy continuation of it gives the reference answer. ``verdicts`` holds one dict per call
+    (``node``, ``keeps`` and, with ``score``, ``score``: None where the scorer gives no finite
+    value); ``asked`` counts them."""
 
     needs_draft_hidden = False
 
-    def __init__(self, keeps_answer: Callable[[list[int]], bool], min_run: int = 1):
+    def __init__(self, keeps_answer: Callable[[list[int]], bool], min_run: int = 1,
+                 score: Callable[[VerifyContext, int], float] | None = None):
         if min_run < 1:
             raise ValueError(f"min_run is a number of tokens an acceptance must open: give 1 (any) or more, got {min_run}")
-        self.keeps_answer, self.min_run, self.asked = keeps_answer, int(min_run), 0
+        self.keeps_answer, self.min_run, self.score = keeps_answer, int(min_run), score
+        self.verdicts: list[dict] = []
+
+    @property
+    def asked(self) -> int:
+        return len(self.verdicts)
 
     def __call__(self, ctx: VerifyContext) -> np.ndarray:  # [1, N+1] bool
         if not ctx.tree.is_chain:
@@ -44,8 +57,13 @@ class LiveOracleRule:
         for n in ctx.mismatches():  # ascending: the order the walk meets them
             if runs[n] < self.min_run:
                 break
-            self.asked += 1
-            if not self.keeps_answer(list(ctx.prefix) + [int(t) for t in ctx.draft_tokens[0, :n]]):
+            keeps = bool(self.keeps_answer(list(ctx.prefix) + [int(t) for t in ctx.draft_tokens[0, :n]]))
+            verdict = {"node": int(n), "keeps": keeps}
+            if self.score is not None:
+                value = float(self.score(ctx, int(n)))
+                verdict["score"] = value if np.isfinite(value) else None
+            self.verdicts.append(verdict)
+            if not keeps:
                 break
             relaxed[0, n] = True
         return relaxed
