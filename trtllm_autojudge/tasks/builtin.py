@@ -63,8 +63,8 @@ class Gsm8kProgramTask(TemplateTask):
     shipped_draft_vocab = "draft_vocab_gsm8k_program.safetensors"
     shipped_eagle_head = "eagle_head_program.safetensors"  # build_scripts/train_eagle.py --ship
     shipped_eagle_judge = "judge_gsm8k_program_eagle.safetensors"  # DT, certified on the head's chains of 5
-    # the same judge certified at K = 32 (float32, 1,457 questions): docs/notebook/long-windows.md
-    shipped_window_judges = {32: "judge_gsm8k_program_k32.safetensors"}
+    # the same judge certified at K = 32 and K = 64 (float32, 1,457 and 1,443 questions): docs/notebook/long-windows.md
+    shipped_window_judges = {32: "judge_gsm8k_program_k32.safetensors", 64: "judge_gsm8k_program_k64.safetensors"}
     comments = "worked"  # the comment style of the programs (trtllm_autojudge.data.programs.COMMENT_STYLES)
 
     def make_checker(self) -> ProgramChecker:
