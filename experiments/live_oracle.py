@@ -24,7 +24,9 @@ point's ratio and answers changed against its own folder's lossless runs, on the
 With ``--judge PATH`` each mismatch the oracle asks about is also scored by that judge (its logit,
 from the same cycle's states), and the summary gives the judge's AUC for harm over them, with a
 bootstrap interval over questions, for the nodes a K = 16 window reaches and for the deeper ones:
-the labels of exactly the mismatches a judge of the rule decides at that window.
+the labels of exactly the mismatches a judge of the rule decides at that window; and, at each of
+the thresholds ``CUTS``, how many harmless and harmful ones the judge's cut would accept (on the
+oracle's path, not the judge's own).
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from trtllm_autojudge.decoding.loading import is_eagle_draft, load_pair  # noqa:
 from trtllm_autojudge.decoding.speculative import speculative_generate  # noqa: E402
 from trtllm_autojudge.decoding.tree import DraftTree  # noqa: E402
 from trtllm_autojudge.decoding.modes import JudgeRule  # noqa: E402
+from trtllm_autojudge.decoding.rules import threshold_logit  # noqa: E402
 from trtllm_autojudge.evaluation.bootstrap import auc_interval, ratio_interval  # noqa: E402
 from trtllm_autojudge.evaluation.certificate import interval  # noqa: E402
 from trtllm_autojudge.evaluation.common import DEFAULT_K, load_judge_file, questions_from, settle_k  # noqa: E402
@@ -53,6 +56,7 @@ from trtllm_autojudge.models.loading import add_model_args, load_pair as load_mo
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
 CONTINUATION_K = 16  # the embedded pair's chain for an EAGLE head's continuations (module docstring)
+CUTS = (0.02, 0.04, 0.06, 0.08, 0.15, 0.3)  # thresholds whose cut judge_auc counts the verdicts below
 SHALLOW = 16  # the window the task's judge was chosen and first certified at: its AUC is read up to it and past it
 
 
@@ -71,7 +75,9 @@ def point_summary(runs: list[dict], ref: list[dict], changed: int) -> dict:
 def judge_auc(runs: list[dict], shallow: int = SHALLOW) -> dict:
     """The judge's AUC for harm (a swap that changed the answer) over the scored verdicts of
     ``runs`` (one oracle run per question), for all of them, the nodes 1..``shallow`` and the deeper
-    ones: the count asked, the harmful count, and the AUC with its interval (None with one class)."""
+    ones: the count asked, the harmful count, the AUC with its interval (None with one class), and
+    per threshold of ``CUTS`` the [harmless, harmful] verdicts whose score is below its cut (a judge
+    accepts a mismatch whose logit is below logit(threshold))."""
     groups = {"all": lambda n: True, f"nodes 1-{shallow}": lambda n: n <= shallow,
               f"nodes {shallow + 1} and deeper": lambda n: n > shallow}
     out = {}
@@ -81,8 +87,11 @@ def judge_auc(runs: list[dict], shallow: int = SHALLOW) -> dict:
         scores = [np.array([v["score"] for v in vs], float) for vs in per_q]
         asked, harmful = sum(map(len, labels)), int(sum(y.sum() for y in labels))
         auc = auc_interval(labels, scores) if 0 < harmful < asked else None
+        y, x = (np.concatenate(a) if a else np.zeros(0) for a in (labels, scores))  # [M] pooled
         out[name] = {"asked": asked, "harmful": harmful, "auc": None if auc is None else auc[0],
-                     "auc_95": None if auc is None else list(auc[1:])}
+                     "auc_95": None if auc is None else list(auc[1:]),
+                     "accepted_at": {f"{t:g}": [int((~y[x < threshold_logit(t)]).sum()), int(y[x < threshold_logit(t)].sum())]
+                                     for t in CUTS}}
     return out
 
 

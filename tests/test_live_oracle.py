@@ -102,7 +102,12 @@ def test_the_script_reads_the_judges_auc_up_to_a_k16_window_and_past_it():
             {"verdicts": [v(5, True, -1.0), v(30, False, 1.0), v(40, True, 2.0), v(41, True, None)]},
             {"verdicts": []}]
     auc = script["judge_auc"](runs)
-    assert auc["nodes 1-16"] == {"asked": 3, "harmful": 1, "auc": 1.0, "auc_95": [1.0, 1.0]}
+    shallow = auc["nodes 1-16"]
+    assert {k: shallow[k] for k in ("asked", "harmful", "auc", "auc_95")} == {"asked": 3, "harmful": 1, "auc": 1.0,
+                                                                              "auc_95": [1.0, 1.0]}
+    # logit(0.02) = -3.9, logit(0.3) = -0.85: only the harmless -2.0 and -1.0 fall below the second cut
+    assert shallow["accepted_at"]["0.02"] == [0, 0] and shallow["accepted_at"]["0.3"] == [2, 0]
+    assert auc["all"]["accepted_at"]["0.3"] == [2, 0] and len(auc["all"]["accepted_at"]) == len(script["CUTS"])
     deep = auc["nodes 17 and deeper"]
     assert (deep["asked"], deep["harmful"], deep["auc"]) == (3, 1, 0.5)  # 1.0 between 0.5 and 2.0; None left out
     assert auc["all"]["asked"] == 6 and auc["all"]["auc"] == pytest.approx(6 / 8)  # each harmful 1.0 above 3 of the 4 harmless
