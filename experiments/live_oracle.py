@@ -58,6 +58,8 @@ from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 CONTINUATION_K = 16  # the embedded pair's chain for an EAGLE head's continuations (module docstring)
 CUTS = (0.02, 0.04, 0.06, 0.08, 0.15, 0.3)  # thresholds whose cut judge_auc counts the verdicts below
 SHALLOW = 16  # the window the task's judge was chosen and first certified at: its AUC is read up to it and past it
+HARMFUL_MAX = 5  # cut_frontier reads each family's best cut for at most 0..HARMFUL_MAX harmful acceptances
+LONG_RUNS = (8, 12, 16)  # cut_frontier's flat cut held to each of these runs too: longer minimum runs, read on a shorter one's verdicts
 
 
 def point_summary(runs: list[dict], ref: list[dict], changed: int) -> dict:
@@ -95,6 +97,38 @@ def judge_auc(runs: list[dict], shallow: int = SHALLOW) -> dict:
     return out
 
 
+def cut_frontier(runs: list[dict], harmful_max: int = HARMFUL_MAX, long_runs: tuple[int, ...] = LONG_RUNS) -> dict | None:
+    """Which cut spends the judge's risk best? Over the scored verdicts of ``runs`` that carry their
+    run (the tokens a harmless acceptance buys before the walk meets the next mismatch or the window's
+    end), per family of cuts the most harmless tokens bought by any one of its cuts that accepts at
+    most h harmful swaps, for h = 0..``harmful_max``:
+
+    - ``flat``: the judge's logit below a constant (the shipped rule);
+    - ``flat, run >= m`` for each m of ``long_runs``: the same, only where the run reaches m (a longer
+      minimum run);
+    - ``per token``: the judge's probability of harm over the run below a constant (the expected harm
+      per token bought), which spends the risk where an acceptance buys the most.
+
+    A screen on the oracle's path, like ``accepted_at``: a judge's own walk stops at its first
+    rejection and then parts from it. None when no verdict carries a run and a score."""
+    vs = [v for r in runs for v in r.get("verdicts", []) if v.get("score") is not None and "run" in v]
+    if not vs:
+        return None
+    score, run = np.array([v["score"] for v in vs]), np.array([v["run"] for v in vs], float)  # [M]
+    harmful = np.array([not v["keeps"] for v in vs])  # [M] bool
+    log_p_harm = -np.logaddexp(0.0, -score)  # [M] log sigmoid(score)
+    keys = {"flat": score, **{f"flat, run >= {m}": np.where(run >= m, score, np.inf) for m in long_runs},
+            "per token": log_p_harm - np.log(run)}
+    out = {"verdicts": len(vs), "harmless_tokens": int(run[~harmful].sum()), "families": {}}
+    for name, key in keys.items():
+        order = np.argsort(key, kind="stable")
+        bad = np.cumsum(harmful[order])  # [M]: harmful among the first i + 1 in the key's order
+        bought = np.cumsum(np.where(harmful[order], 0.0, run[order]))  # [M]
+        cut = np.isfinite(key[order]) & np.append(key[order][1:] != key[order][:-1], True)  # a cut can fall after i
+        out["families"][name] = [int(max([0.0, *bought[cut & (bad <= h)]])) for h in range(harmful_max + 1)]
+    return out
+
+
 def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[dict]] | None = None,
               same=None) -> dict:
     """Per minimum run, over the questions with all their records: the ratio against lossless with
@@ -118,6 +152,7 @@ def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[
             "continuations": int(sum(r["asked"] for r in runs)), "seconds": float(sum(r["seconds"] for r in runs))}
         if any(v.get("score") is not None for r in runs for v in r.get("verdicts", [])):
             out["points"][f"oracle, minimum run {m}"]["judge_auc"] = judge_auc(runs)
+            out["points"][f"oracle, minimum run {m}"]["cut_frontier"] = cut_frontier(runs)
     for label, folder_runs in (compare or {}).items():
         spec = label.rpartition(":")[2]
         by = {(r["spec"], r["qid"]): r for r in folder_runs}

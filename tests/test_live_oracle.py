@@ -29,13 +29,13 @@ def test_it_asks_in_the_walks_order_and_stops_at_the_first_harm_or_short_run():
     ctx = chain_context(DraftTree.chain(5))
     assert list(np.flatnonzero(keep_all(ctx)[0])) == [2, 4]
     assert asked == [[9, 9, 0, 1, 7], [9, 9, 0, 1, 7, 3, 8]] and keep_all.asked == 2
-    assert keep_all.verdicts == [{"node": 2, "keeps": True}, {"node": 4, "keeps": True}]
+    assert keep_all.verdicts == [{"node": 2, "run": 2, "keeps": True}, {"node": 4, "run": 2, "keeps": True}]
     first_harms = LiveOracleRule(lambda p: False, min_run=2, score=lambda c, n: 10.0 * n if n < 4 else np.inf)
     assert not first_harms(ctx).any() and first_harms.asked == 1  # the walk stops there: node 4 is never asked
-    assert first_harms.verdicts == [{"node": 2, "keeps": False, "score": 20.0}]
+    assert first_harms.verdicts == [{"node": 2, "run": 2, "keeps": False, "score": 20.0}]
     scored = LiveOracleRule(lambda p: True, min_run=2, score=lambda c, n: 10.0 * n if n < 4 else np.inf)
     scored(ctx)
-    assert scored.verdicts == [{"node": 2, "keeps": True, "score": 20.0}, {"node": 4, "keeps": True, "score": None}]
+    assert scored.verdicts == [{"node": 2, "run": 2, "keeps": True, "score": 20.0}, {"node": 4, "run": 2, "keeps": True, "score": None}]
     too_short = LiveOracleRule(lambda p: True, min_run=3)
     assert not too_short(ctx).any() and too_short.asked == 0
     with pytest.raises(ValueError, match="chains only"):
@@ -112,3 +112,25 @@ def test_the_script_reads_the_judges_auc_up_to_a_k16_window_and_past_it():
     assert (deep["asked"], deep["harmful"], deep["auc"]) == (3, 1, 0.5)  # 1.0 between 0.5 and 2.0; None left out
     assert auc["all"]["asked"] == 6 and auc["all"]["auc"] == pytest.approx(6 / 8)  # each harmful 1.0 above 3 of the 4 harmless
     assert script["judge_auc"]([{"verdicts": [v(3, True, 0.0)]}])["all"]["auc"] is None  # one class: no AUC
+
+
+def test_the_cut_frontier_gives_each_familys_best_cut_per_harmful_count():
+    import runpy
+    from pathlib import Path
+
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "live_oracle.py"),
+                            run_name="live_oracle")
+    v = lambda run, keeps, score: {"node": 3, "run": run, "keeps": keeps, "score": score}  # noqa: E731
+    runs = [{"verdicts": [v(40, True, -1.0), v(4, False, -2.0), v(4, True, -3.0)]},
+            {"verdicts": [v(30, False, 0.0), v(10, True, 0.5), {"node": 9, "run": 50, "keeps": True, "score": None}]}]
+    frontier = script["cut_frontier"](runs, harmful_max=2, long_runs=(8, 31))
+    assert frontier["verdicts"] == 5 and frontier["harmless_tokens"] == 54  # the unscored one is left out
+    # by logit: the harmless 4 (-3.0), then the harmful 4 (-2.0) before the harmless 40 (-1.0)
+    assert frontier["families"]["flat"] == [4, 44, 54]
+    assert frontier["families"]["flat, run >= 8"] == [40, 50, 50]  # the runs of 4 never accepted
+    assert frontier["families"]["flat, run >= 31"] == [40, 40, 40]  # nor the harmful 30
+    # by log sigmoid(score) - log(run): 40 (-5.00), 4 (-4.44), the harmful 30 (-4.09), 4 (-3.51), 10 (-2.78)
+    assert frontier["families"]["per token"] == [44, 44, 54]
+    tied = [{"verdicts": [v(5, True, -1.0), v(5, False, -1.0)]}]  # no cut parts equal keys
+    assert script["cut_frontier"](tied, harmful_max=1)["families"]["flat"] == [0, 5]
+    assert script["cut_frontier"]([{"verdicts": [{"node": 3, "keeps": True, "score": -1.0}]}]) is None  # no runs

@@ -15,7 +15,7 @@ Chains only: on a chain the walk reads the mismatches in order and stops at the 
 so the rule asks about no mismatch after it.
 
 Each verdict is kept (:attr:`LiveOracleRule.verdicts`: the node, which is the mismatch's depth in the
-window, and whether the swap kept the answer), with a judge's score of the same mismatch when a
+window, the exact run its acceptance opens, and whether the swap kept the answer), with a judge's score of the same mismatch when a
 ``score(ctx, node)`` is given: the labels of exactly the mismatches a judge of the rule is asked
 about, so its ranking of them (an AUC) can be read by depth in the window.
 """
@@ -33,7 +33,7 @@ class LiveOracleRule:
     """A :class:`..decoding.modes.RelaxedRule` (module docstring). ``keeps_answer(prefix)`` gets the
     prompt and the output so far with the mismatch's draft token last, and says whether the target's
     greedy continuation of it gives the reference answer. ``verdicts`` holds one dict per call
-    (``node``, ``keeps`` and, with ``score``, ``score``: None where the scorer gives no finite
+    (``node``, ``run``, ``keeps`` and, with ``score``, ``score``: None where the scorer gives no finite
     value); ``asked`` counts them."""
 
     needs_draft_hidden = False
@@ -58,7 +58,7 @@ class LiveOracleRule:
             if runs[n] < self.min_run:
                 break
             keeps = bool(self.keeps_answer(list(ctx.prefix) + [int(t) for t in ctx.draft_tokens[0, :n]]))
-            verdict = {"node": int(n), "keeps": keeps}
+            verdict = {"node": int(n), "run": int(runs[n]), "keeps": keeps}
             if self.score is not None:
                 value = float(self.score(ctx, int(n)))
                 verdict["score"] = value if np.isfinite(value) else None
