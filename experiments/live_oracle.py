@@ -59,6 +59,7 @@ CONTINUATION_K = 16  # the embedded pair's chain for an EAGLE head's continuatio
 CUTS = (0.02, 0.04, 0.06, 0.08, 0.15, 0.3)  # thresholds whose cut judge_auc counts the verdicts below
 SHALLOW = 16  # the window the task's judge was chosen and first certified at: its AUC is read up to it and past it
 HARMFUL_MAX = 5  # cut_frontier reads each family's best cut for at most 0..HARMFUL_MAX harmful acceptances
+RUN_EDGES = (4, 8, 16, 32)  # harm_by_run's bins: runs of 4-7, 8-15, 16-31 and 32 or more
 LONG_RUNS = (8, 12, 16)  # cut_frontier's flat cut held to each of these runs too: longer minimum runs, read on a shorter one's verdicts
 
 
@@ -103,14 +104,16 @@ def cut_frontier(runs: list[dict], harmful_max: int = HARMFUL_MAX, long_runs: tu
     end), per family of cuts the most harmless tokens bought by any one of its cuts that accepts at
     most h harmful swaps, for h = 0..``harmful_max``:
 
-    - ``flat``: the judge's logit below a constant (the shipped rule);
+    - ``flat``: the judge's logit below a constant (the shipped rule, under the verdicts' own minimum run);
     - ``flat, run >= m`` for each m of ``long_runs``: the same, only where the run reaches m (a longer
       minimum run);
     - ``per token``: the judge's probability of harm over the run below a constant (the expected harm
       per token bought), which spends the risk where an acceptance buys the most.
 
     A screen on the oracle's path, like ``accepted_at``: a judge's own walk stops at its first
-    rejection and then parts from it. None when no verdict carries a run and a score."""
+    rejection in a cycle and never reaches the verdicts after it, yet each is credited here with its
+    own run, which flatters the families that reject more (the longer runs). None when no verdict
+    carries a run and a score."""
     vs = [v for r in runs for v in r.get("verdicts", []) if v.get("score") is not None and "run" in v]
     if not vs:
         return None
@@ -127,6 +130,21 @@ def cut_frontier(runs: list[dict], harmful_max: int = HARMFUL_MAX, long_runs: tu
         cut = np.isfinite(key[order]) & np.append(key[order][1:] != key[order][:-1], True)  # a cut can fall after i
         out["families"][name] = [int(max([0.0, *bought[cut & (bad <= h)]])) for h in range(harmful_max + 1)]
     return out
+
+
+def harm_by_run(runs: list[dict], edges: tuple[int, ...] = RUN_EDGES) -> dict | None:
+    """Per bin of the run an acceptance opens (``edges``: each bin's first run), over every verdict of
+    ``runs`` that carries its run, scored or not: the count asked, the harmful count and the tokens the
+    harmless ones buy. None when no verdict carries its run."""
+    vs = [v for r in runs for v in r.get("verdicts", []) if "run" in v]
+    if not vs:
+        return None
+    bins = [f"{lo}-{hi - 1}" for lo, hi in zip(edges, edges[1:])] + [f"{edges[-1]} and more"]
+    which = np.searchsorted(edges, [v["run"] for v in vs], side="right") - 1  # [M]: -1 below the first edge
+    return {name: {"asked": int((which == i).sum()),
+                   "harmful": sum(not v["keeps"] for v, w in zip(vs, which) if w == i),
+                   "harmless_tokens": sum(v["run"] for v, w in zip(vs, which) if w == i and v["keeps"])}
+            for i, name in enumerate(bins)}
 
 
 def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[dict]] | None = None,
@@ -150,6 +168,8 @@ def summarize(records: list[dict], min_runs: list[int], compare: dict[str, list[
         out["points"][f"oracle, minimum run {m}"] = {
             **point_summary(runs, ref, sum(r["changed"] for r in runs)),
             "continuations": int(sum(r["asked"] for r in runs)), "seconds": float(sum(r["seconds"] for r in runs))}
+        if (by_run := harm_by_run(runs)) is not None:
+            out["points"][f"oracle, minimum run {m}"]["harm_by_run"] = by_run
         if any(v.get("score") is not None for r in runs for v in r.get("verdicts", [])):
             out["points"][f"oracle, minimum run {m}"]["judge_auc"] = judge_auc(runs)
             out["points"][f"oracle, minimum run {m}"]["cut_frontier"] = cut_frontier(runs)

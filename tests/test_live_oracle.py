@@ -1,5 +1,8 @@
 """The live oracle (evaluation/live_oracle.py): a perfect judge under a minimum run, decided along
 its own decoding by continuing the target from each mismatch it is asked about."""
+import runpy
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +13,13 @@ from trtllm_autojudge.decoding.modes import VerifyContext
 from trtllm_autojudge.decoding.speculative import speculative_generate
 from trtllm_autojudge.decoding.tree import DraftTree
 from trtllm_autojudge.evaluation.live_oracle import LiveOracleRule
+
+
+@pytest.fixture(scope="module")
+def script() -> dict:
+    """experiments/live_oracle.py's names (the folder is no package)."""
+    return runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "live_oracle.py"),
+                          run_name="live_oracle")
 
 
 def chain_context(tree: DraftTree) -> VerifyContext:
@@ -62,12 +72,7 @@ def test_decoding_with_it_keeps_exactly_the_swaps_it_was_told_keep_the_answer():
     assert judged > 0  # the tiny pair mismatches: the assertions above were exercised
 
 
-def test_the_script_summarizes_complete_questions_against_lossless():
-    import runpy
-    from pathlib import Path
-
-    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "live_oracle.py"),
-                            run_name="live_oracle")
+def test_the_script_summarizes_complete_questions_against_lossless(script):
     rec = lambda spec, qid, tokens, forwards, changed=False, asked=0: {  # noqa: E731
         "spec": spec, "qid": qid, "new_tokens": tokens, "target_forwards": forwards, "changed": changed,
         "judged_accepts": asked, "asked": asked, "seconds": 1.0}
@@ -88,15 +93,10 @@ def test_the_script_summarizes_complete_questions_against_lossless():
         script["summarize"](records, [4], {"f:judge@1": folder[1:]}, lambda x, y: x == y)
     with pytest.raises(SystemExit, match="no question has all its records"):
         script["summarize"](records[-1:], [4])
-    assert "judge_auc" not in point  # no verdict was scored
+    assert "judge_auc" not in point and "harm_by_run" not in point  # no verdict was scored or carries its run
 
 
-def test_the_script_reads_the_judges_auc_up_to_a_k16_window_and_past_it():
-    import runpy
-    from pathlib import Path
-
-    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "live_oracle.py"),
-                            run_name="live_oracle")
+def test_the_script_reads_the_judges_auc_up_to_a_k16_window_and_past_it(script):
     v = lambda node, keeps, score: {"node": node, "keeps": keeps, "score": score}  # noqa: E731
     runs = [{"verdicts": [v(3, True, -2.0), v(9, False, 1.0), v(20, True, 0.5)]},
             {"verdicts": [v(5, True, -1.0), v(30, False, 1.0), v(40, True, 2.0), v(41, True, None)]},
@@ -114,12 +114,7 @@ def test_the_script_reads_the_judges_auc_up_to_a_k16_window_and_past_it():
     assert script["judge_auc"]([{"verdicts": [v(3, True, 0.0)]}])["all"]["auc"] is None  # one class: no AUC
 
 
-def test_the_cut_frontier_gives_each_familys_best_cut_per_harmful_count():
-    import runpy
-    from pathlib import Path
-
-    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments" / "live_oracle.py"),
-                            run_name="live_oracle")
+def test_the_cut_frontier_gives_each_familys_best_cut_per_harmful_count(script):
     v = lambda run, keeps, score: {"node": 3, "run": run, "keeps": keeps, "score": score}  # noqa: E731
     runs = [{"verdicts": [v(40, True, -1.0), v(4, False, -2.0), v(4, True, -3.0)]},
             {"verdicts": [v(30, False, 0.0), v(10, True, 0.5), {"node": 9, "run": 50, "keeps": True, "score": None}]}]
@@ -134,3 +129,13 @@ def test_the_cut_frontier_gives_each_familys_best_cut_per_harmful_count():
     tied = [{"verdicts": [v(5, True, -1.0), v(5, False, -1.0)]}]  # no cut parts equal keys
     assert script["cut_frontier"](tied, harmful_max=1)["families"]["flat"] == [0, 5]
     assert script["cut_frontier"]([{"verdicts": [{"node": 3, "keeps": True, "score": -1.0}]}]) is None  # no runs
+
+
+def test_harm_by_run_counts_every_verdict_that_carries_its_run_scored_or_not(script):
+    v = lambda run, keeps: {"node": 3, "run": run, "keeps": keeps}  # noqa: E731
+    runs = [{"verdicts": [v(4, False), v(7, True), v(8, True)]}, {"verdicts": [v(20, False), v(64, True), {"node": 2, "keeps": True}]}]
+    assert script["harm_by_run"](runs, edges=(4, 8, 32)) == {
+        "4-7": {"asked": 2, "harmful": 1, "harmless_tokens": 7},
+        "8-31": {"asked": 2, "harmful": 1, "harmless_tokens": 8},
+        "32 and more": {"asked": 1, "harmful": 0, "harmless_tokens": 64}}
+    assert script["harm_by_run"]([{"verdicts": [{"node": 2, "keeps": True}]}]) is None  # no runs kept
