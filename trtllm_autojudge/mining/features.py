@@ -28,7 +28,7 @@ from ..models.protocol import LanguageModel
 ALL_BLOCKS = "DD-DT-TD-TT"
 
 
-def _after_prefixes(session, end: int, positions: list[int], tokens: list[list[int]], greedy_steps: int = 0):
+def after_prefixes(session, end: int, positions: list[int], tokens: list[list[int]], greedy_steps: int = 0):
     """Feed, batched, each label's own run of tokens after ``seq[:p]`` (the session holds ``seq[:end]``).
 
     ``tokens[k][j]`` is label j's token at position ``p_j + k``; after the given runs, the model's own
@@ -56,7 +56,7 @@ def hidden_at_labels(lm: LanguageModel, seq: list[int], positions: list[int], ot
     end = max(positions) + 1
     session = lm.session()
     in_seq = session.forward(seq[:end]).hidden[positions]  # [M, H]
-    swapped = _after_prefixes(session, end, positions, [other_tokens])[0][0]  # [M, H]
+    swapped = after_prefixes(session, end, positions, [other_tokens])[0][0]  # [M, H]
     return in_seq, swapped
 
 
@@ -68,12 +68,12 @@ def lookahead_blocks(target: LanguageModel, draft: LanguageModel, seq: list[int]
     end = max(positions) + 1
     d_sess = draft.session()
     d_sess.forward(seq[:end])
-    d_hidden, d_logits, d_fed = _after_prefixes(d_sess, end, positions, [draft_tokens], greedy_steps=1)  # [2, M, Hd], [2, M, V], [2, M]
+    d_hidden, d_logits, d_fed = after_prefixes(d_sess, end, positions, [draft_tokens], greedy_steps=1)  # [2, M, Hd], [2, M, V], [2, M]
     c1, c2 = d_fed[1], d_logits[1].argmax(-1)  # [M] each
     M = len(positions)
     t_sess = target.session()
     t_sess.forward(seq[:end])
-    t_hidden, t_logits, _ = _after_prefixes(t_sess, end, positions, [draft_tokens, c1.tolist(), c2.tolist()])  # [3, M, Ht], [3, M, V]
+    t_hidden, t_logits, _ = after_prefixes(t_sess, end, positions, [draft_tokens, c1.tolist(), c2.tolist()])  # [3, M, Ht], [3, M, V]
     out = {"DD": d_hidden[0], "DT": t_hidden[0], "DT1": t_hidden[1], "DT2": t_hidden[2], "DD1": d_hidden[1],
            "LS": lookahead_scores(t_logits[:2].flatten(0, 1), torch.arange(M), M + torch.arange(M), c1, c2)}
     return {b: out[b].float().cpu().numpy() for b in blocks if b in out}
