@@ -22,7 +22,8 @@ and the target runs over them (the lookahead pass of ``mining/features.py``, lon
 matches below it). A probe of each setup is fitted as ``train`` fits (scaled logistic regression,
 C by validation ROC-AUC; ``trtllm_autojudge.judge.probe``), on all labels or on those with
 ``run >= M`` only, and scored on the held-out labels with ``run >= M``: the mismatches the rule asks
-about. Features are written per chunk of records under ``--work`` and a rerun resumes.
+about. ``--split prompt`` holds out new variants of seen templates, as the calibration and report
+sets are. Features are written per chunk of records under ``--work`` and a rerun resumes.
 
     python experiments/run_view_probe.py --task gsm8k-program --threads 2 --min-run 8 \\
         --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz --work out/run_view \\
@@ -41,7 +42,7 @@ from tqdm.auto import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trtllm_autojudge.judge.lookahead import lookahead_scores  # noqa: E402
 from trtllm_autojudge.judge.probe import TAIL, fit_probe, over_seeds, seed_lines, write_result  # noqa: E402
-from trtllm_autojudge.judge.train import split_by_group  # noqa: E402
+from trtllm_autojudge.judge.train import SPLIT_UNITS, split_by_group  # noqa: E402
 from trtllm_autojudge.mining.features import after_prefixes  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
 from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
@@ -122,11 +123,13 @@ def load_work(work: Path) -> dict[str, np.ndarray]:
 
 
 def probe(data: dict[str, np.ndarray], setups: list[str], min_run: int, seeds: list[int], cs: list[float],
-          val_fraction: float) -> dict:
+          val_fraction: float, split: str = "template") -> dict:
     """Per setup and training population, mean validation ROC-AUC and left tail over the seeds, on
-    the held-out labels whose run reaches ``min_run`` (split by template)."""
-    y, groups, asked = data["label"].astype(np.int64), data["template"], data["run"] >= min_run
-    result = {"labels": int(y.size), "harmful": int(y.sum()), "asked": int(asked.sum()),
+    the held-out labels whose run reaches ``min_run``; whole prompts or templates are held out."""
+    if split not in SPLIT_UNITS:
+        raise ValueError(f"split must be one of {SPLIT_UNITS}, got {split!r}")
+    y, groups, asked = data["label"].astype(np.int64), data[split], data["run"] >= min_run
+    result = {"labels": int(y.size), "harmful": int(y.sum()), "asked": int(asked.sum()), "split": split,
               "asked_harmful": int(y[asked].sum()), "min_run": min_run, "seeds": seeds, "setups": {}}
     print(f"{y.size} labels ({y.sum()} harmful); run >= {min_run}: {asked.sum()} ({y[asked].sum()} harmful)")
     print(f"{'setup':<40}{'trained on':<12}{'seed':>6}{'ROC-AUC':>9}  harmless accepted at "
@@ -135,7 +138,7 @@ def probe(data: dict[str, np.ndarray], setups: list[str], min_run: int, seeds: l
         X = np.concatenate([data[b].reshape(y.size, -1) for b in setup.split("-")], axis=1)  # [N, F]
         runs = {}
         for seed in seeds:
-            train, val = split_by_group(groups, val_fraction, seed, "template")
+            train, val = split_by_group(groups, val_fraction, seed, split)
             val &= asked
             runs[seed] = {name: fit_probe(X[part], y[part], X[val], y[val], cs)
                           for name, part in (("all", train), (f"run>={min_run}", train & asked))}
@@ -153,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk", type=int, default=50, help="records per feature file")
     p.add_argument("--setups", default=SETUPS, help=f"comma-separated setups of {'-'.join(BLOCKS)}")
     p.add_argument("--seeds", default="7,8,9")
+    p.add_argument("--split", default="template", choices=SPLIT_UNITS,
+                   help="hold out whole templates (new kinds of question) or prompts (new variants of seen templates)")
     p.add_argument("--val-fraction", type=float, default=0.2)
     p.add_argument("--cs", default="1e-4,3e-4,1e-3,3e-3,1e-2")
     p.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     records = [rec for path in args.labels for rec in read_records(path)[0]]
     extract(args, records)
     result = probe(load_work(args.work), args.setups.split(","), args.min_run, [int(s) for s in args.seeds.split(",")],
-                   [float(c) for c in args.cs.split(",")], args.val_fraction)
+                   [float(c) for c in args.cs.split(",")], args.val_fraction, args.split)
     write_result(args.out, result | {"labels_files": [path.name for path in args.labels], "steps": args.steps})
     return 0
 

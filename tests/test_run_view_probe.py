@@ -73,16 +73,23 @@ def synthetic(seed: int, n: int = 3000) -> dict:
                    "template": np.arange(n) % 40, "prompt": np.arange(n)}
 
 
-def test_probe_finds_the_block_that_tells_harm_on_the_asked_rows(script, capsys):
+@pytest.mark.parametrize("split", ["prompt", "template"])
+def test_probe_finds_the_block_that_tells_harm_on_the_asked_rows(script, capsys, split):
     data = synthetic(0)
-    result = script["probe"](data, ["DT-DT1-DT2-LS", "DT-DT1-DT2-LS-DTR"], 4, [7, 8], [0.01, 1.0], 0.25)
+    result = script["probe"](data, ["DT-DT1-DT2-LS", "DT-DT1-DT2-LS-DTR"], 4, [7, 8], [0.01, 1.0], 0.25, split)
     asked = data["run"] >= 4
-    assert (result["labels"], result["asked"], result["asked_harmful"]) == (3000, asked.sum(), data["label"][asked].sum())
+    assert (result["labels"], result["asked"], result["asked_harmful"], result["split"]) == (
+        3000, asked.sum(), data["label"][asked].sum(), split)
     base, with_dtr = (result["setups"][s]["mean"] for s in ("DT-DT1-DT2-LS", "DT-DT1-DT2-LS-DTR"))
     assert base["all"]["val_roc_auc"] < 0.65 < 0.9 < with_dtr["all"]["val_roc_auc"]
     assert with_dtr["run>=4"]["val_roc_auc"] > 0.9
     assert with_dtr["all"]["harmless_accepted_at"]["0.05"] > base["all"]["harmless_accepted_at"]["0.05"]
     assert "DT-DT1-DT2-LS-DTR" in capsys.readouterr().out
+
+
+def test_probe_refuses_an_unknown_split(script):
+    with pytest.raises(ValueError, match="split must be one of"):
+        script["probe"](synthetic(1, 200), ["DT"], 4, [7], [1.0], 0.25, "question")
 
 
 @pytest.mark.parametrize("argv, message", [
