@@ -23,7 +23,8 @@ matches below it). A probe of each setup is fitted as ``train`` fits (scaled log
 C by validation ROC-AUC; ``trtllm_autojudge.judge.probe``), on all labels or on those with
 ``run >= M`` only, and scored on the held-out labels with ``run >= M``: the mismatches the rule asks
 about. ``--split prompt`` holds out new variants of seen templates, as the calibration and report
-sets are. Features are written per chunk of records under ``--work`` and a rerun resumes.
+sets are. Features are written per chunk of records under ``--work`` and a rerun resumes (under the
+same labels, steps, minimum run, models and dtype, which the folder's ``setup.json`` records).
 
     python experiments/run_view_probe.py --task gsm8k-program --threads 2 --min-run 8 \\
         --labels labels/gsm8k-program_train-v24-seed7_draft30.jsonl.gz --work out/run_view \\
@@ -32,6 +33,7 @@ sets are. Features are written per chunk of records under ``--work`` and a rerun
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -45,6 +47,7 @@ from trtllm_autojudge.judge.probe import TAIL, fit_probe, over_seeds, seed_lines
 from trtllm_autojudge.judge.train import SPLIT_UNITS, split_by_group  # noqa: E402
 from trtllm_autojudge.mining.features import after_prefixes  # noqa: E402
 from trtllm_autojudge.mining.store import read_records  # noqa: E402
+from trtllm_autojudge.models.dtype import dtype_name, resolve_dtype  # noqa: E402
 from trtllm_autojudge.models.loading import add_model_args, load_pair  # noqa: E402
 from trtllm_autojudge.tasks import add_task_args, task_from_args  # noqa: E402
 
@@ -90,9 +93,30 @@ def record_blocks(target, draft, record: dict, steps: int, min_run: int) -> dict
     return blocks | {"run": run.numpy()}
 
 
+def work_setup(args) -> dict:
+    """What the features under ``--work`` depend on: a resume under another setup is refused."""
+    return {"labels": [str(path) for path in args.labels], "steps": args.steps, "min_run": args.min_run,
+            "chunk": args.chunk, "target": args.target, "draft": args.draft,
+            "dtype": dtype_name(resolve_dtype(args.dtype, args.device))}
+
+
+def check_work(args) -> dict:
+    """The work folder's setup, written on first use; refuses a folder made under another one."""
+    args.work.mkdir(parents=True, exist_ok=True)
+    path, setup = args.work / "setup.json", work_setup(args)
+    if path.exists():
+        made = json.loads(path.read_text())
+        changed = {k: (made.get(k), v) for k, v in setup.items() if made.get(k) != v}
+        if changed:
+            raise SystemExit(f"{args.work} holds features made under another setup ({changed}: made, asked): "
+                             f"give the same arguments, or another --work")
+    else:
+        path.write_text(json.dumps(setup, indent=1))
+    return setup
+
+
 def extract(args, records: list[dict]) -> None:
     """Write the blocks of every chunk of ``--chunk`` records not yet under ``--work``."""
-    args.work.mkdir(parents=True, exist_ok=True)
     chunks = [(i, records[i:i + args.chunk]) for i in range(0, len(records), args.chunk)]
     todo = [(i, chunk) for i, chunk in chunks if not (args.work / f"chunk_{i:06d}.npz").exists()]
     if not todo:
@@ -118,6 +142,8 @@ def extract(args, records: list[dict]) -> None:
 
 def load_work(work: Path) -> dict[str, np.ndarray]:
     files = sorted(work.glob("chunk_*[0-9].npz"))
+    if not files:
+        raise SystemExit(f"{work} holds no features: the label files gave no labels")
     parts = [dict(np.load(f)) for f in files]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
@@ -169,11 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = {b for s in args.setups.split(",") for b in s.split("-")} - set(BLOCKS)
     if unknown:
         raise SystemExit(f"--setups: unknown blocks {sorted(unknown)}; blocks are {', '.join(BLOCKS)}")
+    setup = check_work(args)
     records = [rec for path in args.labels for rec in read_records(path)[0]]
     extract(args, records)
     result = probe(load_work(args.work), args.setups.split(","), args.min_run, [int(s) for s in args.seeds.split(",")],
                    [float(c) for c in args.cs.split(",")], args.val_fraction, args.split)
-    write_result(args.out, result | {"labels_files": [path.name for path in args.labels], "steps": args.steps})
+    write_result(args.out, result | {"work_setup": setup})
     return 0
 
 

@@ -1,6 +1,7 @@
 """experiments/run_view_probe.py: the target's view over a mismatch's whole run equals plain
 forwards over the swapped sequence and the draft's greedy continuation, and the probe ranks
 setups on the held-out rows the rule asks about."""
+import argparse
 import runpy
 from pathlib import Path
 
@@ -99,3 +100,16 @@ def test_probe_refuses_an_unknown_split(script):
 def test_bad_arguments_are_refused_before_any_model_loads(script, tmp_path, argv, message):
     with pytest.raises(SystemExit, match=message):
         script["main"](["--labels", str(tmp_path / "none.jsonl"), "--work", str(tmp_path / "w"), *argv])
+
+
+def test_a_work_folder_made_under_another_setup_is_refused(script, tmp_path):
+    args = argparse.Namespace(labels=[Path("a.jsonl.gz")], steps=8, min_run=8, chunk=50, target="tuned",
+                              draft="embedded", dtype="float32", device="cpu", work=tmp_path / "w")
+    made = script["check_work"](args)
+    assert made["dtype"] == "float32" and (tmp_path / "w" / "setup.json").exists()
+    assert script["check_work"](args) == made  # the same setup resumes
+    args.steps = 12
+    with pytest.raises(SystemExit, match=r"another setup \({'steps': \(8, 12\)}"):
+        script["check_work"](args)
+    with pytest.raises(SystemExit, match="holds no features"):
+        script["load_work"](tmp_path / "w")
