@@ -22,7 +22,7 @@ and the target runs over them (the lookahead pass of ``mining/features.py``, lon
 matches below it). A probe of each setup is fitted as ``train`` fits (scaled logistic regression,
 C by validation ROC-AUC; ``trtllm_autojudge.judge.probe``), on all labels or on those with
 ``run >= M`` only, and scored on the held-out labels with ``run >= M``: the mismatches the rule asks
-about. ``--split prompt`` holds out new variants of seen templates, as the calibration and report
+about. Each fit is then compared with the first setup's, paired by split (``paired``). ``--split prompt`` holds out new variants of seen templates, as the calibration and report
 sets are. Features are written per chunk of records under ``--work`` and a rerun resumes (under the
 same labels, steps, minimum run, models and dtype, which the folder's ``setup.json`` records).
 
@@ -39,10 +39,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy import stats
 from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trtllm_autojudge.judge.lookahead import lookahead_scores  # noqa: E402
+from trtllm_autojudge.judge.lookahead import MIN_LOG_PROB, lookahead_scores  # noqa: E402
 from trtllm_autojudge.judge.probe import TAIL, fit_probe, over_seeds, seed_lines, write_result  # noqa: E402
 from trtllm_autojudge.judge.train import SPLIT_UNITS, split_by_group  # noqa: E402
 from trtllm_autojudge.mining.features import after_prefixes  # noqa: E402
@@ -77,19 +78,19 @@ def record_blocks(target, draft, record: dict, steps: int, min_run: int) -> dict
     t_hidden, t_logits, _ = after_prefixes(t_sess, end, positions, [row.tolist() for row in fed])  # [S+1, L, Ht], [S+1, L, V]
     L = len(labels)
     logp, entropy, margin = log_softmax_stats(t_logits[:steps])  # [S, L, V], [S, L], [S, L]
-    next_logp = logp.gather(-1, fed[1:steps + 1, :, None]).squeeze(-1).clamp(min=-30.0)  # [S, L]
+    next_logp = logp.gather(-1, fed[1:steps + 1, :, None]).squeeze(-1).clamp(min=MIN_LOG_PROB)  # [S, L]
     exact = (t_logits[:steps].argmax(-1) == fed[1:steps + 1])  # [S, L]: child k+1 is the target's greedy token
     run = 1 + torch.cumprod(exact.long(), dim=0).sum(0)  # [L]
     p_logp, p_entropy, _ = log_softmax_stats(parent_logits)  # [L, V], [L]
     rows = torch.arange(L)
-    par = torch.stack([p_logp[rows, torch.tensor(target_tokens)], p_logp[rows, torch.tensor(draft_tokens)].clamp(min=-30.0),
+    par = torch.stack([p_logp[rows, torch.tensor(target_tokens)], p_logp[rows, torch.tensor(draft_tokens)].clamp(min=MIN_LOG_PROB),
                        p_entropy], dim=1)  # [L, 3]
     m = min_run
     out = {"DT": t_hidden[0], "DT1": t_hidden[1], "DT2": t_hidden[2],
            "LS": lookahead_scores(t_logits[:2].flatten(0, 1), rows, L + rows, fed[1], fed[2]),
            "DTR": t_hidden[m - 1], "DTM": t_hidden[:m].mean(0),
            "HES": torch.cat([entropy[:m].T, margin[:m].T, next_logp[:m].T], dim=1), "PAR": par}
-    blocks = {b: out[b].float().numpy().astype(np.float32) for b in BLOCKS}
+    blocks = {b: out[b].float().numpy() for b in BLOCKS}
     return blocks | {"run": run.numpy()}
 
 
@@ -170,7 +171,37 @@ def probe(data: dict[str, np.ndarray], setups: list[str], min_run: int, seeds: l
                           for name, part in (("all", train), (f"run>={min_run}", train & asked))}
         result["setups"][setup] = over_seeds(runs)
         print("\n".join(seed_lines(f"{setup:<40}", result["setups"][setup], 12)))
+    result["paired"] = paired(result["setups"], setups[0])
+    for name, diff in result["paired"].items():
+        print(f"{name:<60}" + "  ".join(f"{m} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] ({d['wins']})"
+                                        for m, d in diff.items()))
     return result
+
+
+def paired(fits: dict, baseline: str) -> dict:
+    """Each fit against ``baseline`` trained on the same population and on all labels, paired by split:
+    ``{"SETUP@POP - BASELINE@POP": {metric: mean difference, its 95% t-interval over the splits and
+    the splits it wins}}`` for the ROC-AUC and the harmless share at each share of :data:`TAIL`."""
+    def metrics(fit: dict) -> dict[str, float]:
+        return {"roc_auc": fit["val_roc_auc"], **{f"at_{t}": fit["harmless_accepted_at"][str(t)] for t in TAIL}}
+
+    out = {}
+    for setup, result in fits.items():
+        seeds = list(result["per_seed"])
+        for pop in result["mean"]:
+            for base_pop in dict.fromkeys((pop, "all")):
+                if (setup, pop) == (baseline, base_pop):
+                    continue
+                a = [metrics(result["per_seed"][s][pop]) for s in seeds]
+                b = [metrics(fits[baseline]["per_seed"][s][base_pop]) for s in seeds]
+                diff = {}
+                for m in a[0]:
+                    d = np.array([x[m] - y[m] for x, y in zip(a, b)])  # [seeds]
+                    low, high = (stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d)) if d.std() > 0
+                                 else (d.mean(), d.mean()))  # the same difference on every split
+                    diff[m] = {"mean": float(d.mean()), "low": float(low), "high": float(high), "wins": int((d > 0).sum())}
+                out[f"{setup}@{pop} - {baseline}@{base_pop}"] = diff
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

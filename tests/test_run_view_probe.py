@@ -85,6 +85,16 @@ def test_probe_finds_the_block_that_tells_harm_on_the_asked_rows(script, capsys,
     assert base["all"]["val_roc_auc"] < 0.65 < 0.9 < with_dtr["all"]["val_roc_auc"]
     assert with_dtr["run>=4"]["val_roc_auc"] > 0.9
     assert with_dtr["all"]["harmless_accepted_at"]["0.05"] > base["all"]["harmless_accepted_at"]["0.05"]
+    assert set(result["paired"]) == {"DT-DT1-DT2-LS@run>=4 - DT-DT1-DT2-LS@all",
+                                     "DT-DT1-DT2-LS-DTR@all - DT-DT1-DT2-LS@all",
+                                     "DT-DT1-DT2-LS-DTR@run>=4 - DT-DT1-DT2-LS@run>=4",
+                                     "DT-DT1-DT2-LS-DTR@run>=4 - DT-DT1-DT2-LS@all"}
+    gain = result["paired"]["DT-DT1-DT2-LS-DTR@all - DT-DT1-DT2-LS@all"]["roc_auc"]
+    per_seed = [with_dtr_s["all"]["val_roc_auc"] - base_s["all"]["val_roc_auc"] for with_dtr_s, base_s in
+                zip(result["setups"]["DT-DT1-DT2-LS-DTR"]["per_seed"].values(),
+                    result["setups"]["DT-DT1-DT2-LS"]["per_seed"].values())]
+    assert gain["mean"] == pytest.approx(np.mean(per_seed)) and gain["low"] < gain["mean"] < gain["high"]
+    assert gain["low"] > 0 and gain["wins"] == 2
     assert "DT-DT1-DT2-LS-DTR" in capsys.readouterr().out
 
 
